@@ -1,0 +1,112 @@
+"""What a checkpoint holds and how a Trainer is put back into that state."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from trainkit.checkpoint_io import CHECKPOINT_FORMAT, load_checkpoint, plain_hparams
+from trainkit.seed import collect_rng_states, restore_rng_states
+
+if TYPE_CHECKING:
+    from trainkit.trainer import Trainer
+
+
+def dump(trainer: Trainer) -> dict[str, Any]:
+    """Everything needed to continue exactly: weights, optimizers, loop position, every RNG."""
+    module = trainer.lightning_module
+    strategy = trainer.strategy
+    in_fit = trainer.state == "fit"
+    batches = trainer._batch_idx if in_fit else 0
+    completed = not in_fit or batches >= trainer.num_training_batches
+    checkpoint: dict[str, Any] = {
+        "format": CHECKPOINT_FORMAT,
+        "epoch": trainer.current_epoch,
+        "global_step": trainer.global_step,
+        "loops": {
+            "epoch": trainer.current_epoch,
+            "batches_in_epoch": batches,
+            "epoch_completed": completed,
+        },
+        "state_dict": strategy.module_state_dict(module),
+        "optimizer_states": [strategy.optimizer_state_dict(o) for o in trainer.optimizers],
+        "lr_schedulers": [config.scheduler.state_dict() for config in trainer.lr_scheduler_configs],
+        "precision_scaler": trainer.precision_plugin.state_dict(),
+        "rng_states": strategy.all_gather_object(collect_rng_states()),
+        "epoch_start_rng_states": strategy.all_gather_object(trainer._epoch_start_rng),
+        "callbacks": {cb.state_key: cb.state_dict() for cb in trainer.callbacks},
+        "hyper_parameters": plain_hparams(module.hparams),
+        "world_size": strategy.world_size,
+        "precision": trainer.precision,
+        "config": trainer.cli_config,
+    }
+    if trainer.datamodule is not None:
+        checkpoint["datamodule_hyper_parameters"] = plain_hparams(trainer.datamodule.hparams)
+        checkpoint["datamodule_state"] = trainer.datamodule.state_dict()
+    for callback in trainer.callbacks:
+        callback.on_save_checkpoint(trainer, module, checkpoint)
+    module.on_save_checkpoint(checkpoint)
+    return checkpoint
+
+
+def restore(trainer: Trainer, path: str, full: bool) -> dict[str, Any]:
+    """Load weights (and, with ``full``, optimizers, schedulers, loops, callbacks, RNG)."""
+    checkpoint = load_checkpoint(
+        path, map_location="cpu", weights_only=trainer.checkpoint_weights_only
+    )
+    module = trainer.lightning_module
+    module.on_load_checkpoint(checkpoint)
+    module.load_state_dict(checkpoint["state_dict"])
+    for callback in trainer.callbacks:
+        callback.on_load_checkpoint(trainer, module, checkpoint)
+    if not full:
+        return checkpoint
+    states = checkpoint["optimizer_states"]
+    if len(states) != len(trainer.optimizers):
+        raise ValueError(
+            f"checkpoint {path!r} has {len(states)} optimizer states but configure_optimizers "
+            f"built {len(trainer.optimizers)}"
+        )
+    for optimizer, state in zip(trainer.optimizers, states):
+        optimizer.load_state_dict(state)
+    for config, state in zip(trainer.lr_scheduler_configs, checkpoint["lr_schedulers"]):
+        config.scheduler.load_state_dict(state)
+    trainer.precision_plugin.load_state_dict(checkpoint["precision_scaler"])
+    for callback in trainer.callbacks:
+        if callback.state_key in checkpoint["callbacks"]:
+            callback.load_state_dict(checkpoint["callbacks"][callback.state_key])
+    if trainer.datamodule is not None and "datamodule_state" in checkpoint:
+        trainer.datamodule.load_state_dict(checkpoint["datamodule_state"])
+    loops = checkpoint["loops"]
+    trainer.global_step = checkpoint["global_step"]
+    trainer.current_epoch = loops["epoch"] + (1 if loops["epoch_completed"] else 0)
+    skip = 0 if loops["epoch_completed"] else loops["batches_in_epoch"]
+    trainer._resume = {
+        "rng": checkpoint["rng_states"],
+        "epoch_rng": checkpoint["epoch_start_rng_states"],
+        "skip": skip,
+    }
+    return checkpoint
+
+
+def _for_rank(states: list[Any], rank: int) -> Any:
+    return states[rank] if rank < len(states) else states[0]
+
+
+def restore_rng(trainer: Trainer, after_skip: bool = False) -> None:
+    """Before the first resumed epoch (or after skipping its done batches), restore the RNGs."""
+    resume = trainer._resume
+    if resume is None:
+        return
+    if resume["skip"] and not after_skip:
+        states = _for_rank(resume["epoch_rng"], trainer.global_rank)  # reshuffle as that epoch did
+    else:
+        states = _for_rank(resume["rng"], trainer.global_rank)
+        trainer._resume = None
+    if states is not None:
+        restore_rng_states(states)
+
+
+def batches_to_skip(trainer: Trainer) -> int:
+    """Batches of the current epoch a mid-epoch checkpoint had already trained on."""
+    resume = trainer._resume
+    return resume["skip"] if resume is not None else 0

@@ -1,0 +1,134 @@
+"""The ``trainkit`` command: ``trainkit fit|validate|test|predict -c config.yaml``.
+
+``trainkit --help`` is answered without importing torch; a subcommand builds only its own parser.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+SUBCOMMANDS = {
+    "fit": "Train a model; --ckpt_path last resumes the latest run.",
+    "validate": "Run the validation set once (--ckpt_path last|best|PATH).",
+    "test": "Run the test set once (--ckpt_path last|best|PATH).",
+    "predict": "Run predict_step over the predict set and save predictions.pt.",
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point."""
+    TrainkitCLI(args=argv)
+
+
+def fail(message: str, prog: str = "trainkit") -> None:
+    """Bad input: one line on stderr, exit code 2, no traceback."""
+    print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+def top_help(prog: str) -> str:
+    lines = [
+        f"usage: {prog} [-h] {{{','.join(SUBCOMMANDS)}}} [-c CONFIG] [--section.key VALUE ...]",
+        "",
+        "Config-driven training for PyTorch: one device to many, same config.",
+        "",
+        "subcommands:",
+        *(f"  {name:<10} {text}" for name, text in SUBCOMMANDS.items()),
+        "",
+        "config sections: model, data, trainer, optimizer, lr_scheduler, seed_everything, ckpt_path",
+        f"every option of a subcommand: {prog} fit --help",
+        f"one model class:              {prog} fit --model.help my_package.MyModel",
+        f"example:                      {prog} fit -c configs/autoencoder.yaml --trainer.devices 2",
+    ]
+    return "\n".join(lines)
+
+
+class TrainkitCLI:
+    """Parse the config, build model/data/trainer, and run one stage.
+
+    ``TrainkitCLI()`` takes ``model.class_path``; ``TrainkitCLI(MyModel, MyData)`` fixes the classes
+    (then ``model:`` holds MyModel's arguments directly), as in a user's own ``main.py``.
+    """
+
+    def __init__(
+        self,
+        model_class: type | None = None,
+        datamodule_class: type | None = None,
+        args: list[str] | None = None,
+        run: bool = True,
+        prog: str | None = None,
+    ) -> None:
+        argv = list(sys.argv[1:] if args is None else args)
+        self.prog = prog or Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "trainkit"
+        if self.prog in ("__main__.py", "-c", ""):
+            self.prog = "trainkit"
+        self.subcommand = self._subcommand(argv)
+        from jsonargparse import ArgumentError
+
+        from trainkit.cli_parser import build_parser, instantiate
+        from trainkit.errors import ConfigError
+
+        hint = f"see {self.prog} {self.subcommand} --help"
+        try:
+            self.parser = build_parser(
+                f"{self.prog} {self.subcommand}", model_class, datamodule_class, self.subcommand
+            )
+            self.config = self.parser.parse_args(argv[1:])
+            self.model, self.datamodule, self.trainer = instantiate(self.parser, self.config)
+        except ArgumentError as err:
+            from trainkit.cli_errors import summarize
+
+            fail(summarize(str(err), hint), self.prog)
+        except ConfigError as err:
+            fail(str(err), self.prog)
+        if run:
+            self.result = self.run()
+
+    def _subcommand(self, argv: list[str]) -> str:
+        if not argv or argv[0] in ("-h", "--help"):
+            print(top_help(self.prog))
+            raise SystemExit(0 if argv else 2)
+        if argv[0] == "--version":
+            from trainkit import __version__
+
+            print(f"trainkit {__version__}")
+            raise SystemExit(0)
+        if argv[0] not in SUBCOMMANDS:
+            fail(
+                f"subcommand {argv[0]!r}; expected one of {', '.join(SUBCOMMANDS)}; "
+                f"see {self.prog} --help",
+                self.prog,
+            )
+        return argv[0]
+
+    def run(self) -> Any:
+        """Call the Trainer method named by the subcommand."""
+        from trainkit.cli_parser import check_ckpt_path
+
+        ckpt_path = self.config.get("ckpt_path")
+        try:
+            check_ckpt_path(ckpt_path, self.trainer.default_root_dir)
+        except FileNotFoundError as err:
+            fail(str(err), self.prog)
+        method = getattr(self.trainer, self.subcommand)
+        result = method(self.model, datamodule=self.datamodule, ckpt_path=ckpt_path)
+        if self.subcommand == "predict":
+            self._save_predictions(result)
+        return result
+
+    def _save_predictions(self, predictions: Any) -> None:
+        import torch
+
+        trainer = self.trainer
+        name = (
+            "predictions.pt"
+            if trainer.world_size == 1
+            else f"predictions_rank{trainer.global_rank}.pt"
+        )
+        path = Path(trainer.log_dir) / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(predictions, path)
+        if trainer.is_global_zero:
+            print(f"predictions saved to {path}", flush=True)

@@ -1,0 +1,105 @@
+"""DataLoader handling: distributed samplers, worker seeding, batch limits."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, RandomSampler
+
+from trainkit.errors import ConfigError
+from trainkit.seed import worker_init_fn, workers_seeding_enabled
+
+_LOADER_ARGS = (
+    "batch_size",
+    "num_workers",
+    "collate_fn",
+    "pin_memory",
+    "drop_last",
+    "timeout",
+    "worker_init_fn",
+    "multiprocessing_context",
+    "generator",
+    "prefetch_factor",
+    "persistent_workers",
+)
+
+
+def prepare_loader(
+    loader: Any, sampler_kwargs: dict[str, int] | None, train: bool, use_distributed_sampler: bool
+) -> Any:
+    """Give ``loader`` a DistributedSampler when distributed (and allowed), and seeded workers."""
+    if not isinstance(loader, DataLoader):
+        return loader
+    if sampler_kwargs and use_distributed_sampler and _needs_sampler(loader):
+        loader = _with_distributed_sampler(loader, sampler_kwargs, train)
+    if workers_seeding_enabled() and loader.num_workers > 0 and loader.worker_init_fn is None:
+        loader.worker_init_fn = worker_init_fn
+    return loader
+
+
+def _needs_sampler(loader: DataLoader) -> bool:
+    if isinstance(loader.dataset, IterableDataset):
+        return False
+    if isinstance(loader.sampler, DistributedSampler):
+        return False
+    return loader.batch_size is not None
+
+
+def _with_distributed_sampler(
+    loader: DataLoader, sampler_kwargs: dict[str, int], train: bool
+) -> DataLoader:
+    import os
+
+    shuffle = train and isinstance(loader.sampler, RandomSampler)
+    seed = int(os.environ.get("TRAINKIT_GLOBAL_SEED", 0))
+    sampler = DistributedSampler(
+        loader.dataset,
+        shuffle=shuffle,
+        drop_last=train and loader.drop_last,
+        seed=seed,
+        **sampler_kwargs,
+    )
+    kwargs = {name: getattr(loader, name) for name in _LOADER_ARGS}
+    if kwargs["num_workers"] == 0:
+        kwargs.pop("prefetch_factor")
+        kwargs["persistent_workers"] = False
+    return DataLoader(loader.dataset, sampler=sampler, **kwargs)
+
+
+def set_sampler_epoch(loader: Any, epoch: int) -> None:
+    """Call ``set_epoch`` on the loader's sampler(s) so each epoch shuffles differently."""
+    for holder in (getattr(loader, "sampler", None), getattr(loader, "batch_sampler", None)):
+        for candidate in (holder, getattr(holder, "sampler", None)):
+            if hasattr(candidate, "set_epoch"):
+                candidate.set_epoch(epoch)
+                return
+
+
+def limited_batches(loader: Any, limit: int | float, key: str) -> int | float:
+    """How many batches to run from ``loader`` given ``limit_*_batches`` (inf if unsized)."""
+    try:
+        total = len(loader)
+    except TypeError:
+        total = math.inf
+    if isinstance(limit, bool) or limit < 0:
+        raise ConfigError(
+            f"trainer.{key}", limit, "an int >= 0 (batches) or a float in [0, 1] (fraction)"
+        )
+    if isinstance(limit, int):
+        return min(total, limit)
+    if limit > 1.0:
+        raise ConfigError(
+            f"trainer.{key}", limit, "a float in [0, 1] or an int count", f"write {int(limit)}"
+        )
+    if limit == 1.0 or total == math.inf:
+        return total
+    return int(total * limit)
+
+
+def as_loader_list(loaders: Any) -> list[Any]:
+    if loaders is None:
+        return []
+    if isinstance(loaders, list | tuple):
+        return list(loaders)
+    return [loaders]

@@ -1,0 +1,1 @@
+"""Runnable examples on synthetic data: nothing to download."""

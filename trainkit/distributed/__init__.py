@@ -1,0 +1,1 @@
+"""Process groups: who launched us (env), starting ranks (launcher), collectives (comm)."""

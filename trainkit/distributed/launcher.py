@@ -1,0 +1,233 @@
+"""Start one process per local rank with the same command, watch them, tear all down on failure.
+
+The launching process is a pure watcher: it trains nothing itself, so a crashed rank 0 is seen
+and reported like any other rank.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ERROR_FILE_ENV = "TRAINKIT_ERROR_FILE"
+GRACE_SECONDS = 3.0
+POLL_SECONDS = 0.05
+PORT_RETRIES = 3
+
+
+@dataclass(frozen=True)
+class World:
+    """The shape of a job as seen from one node."""
+
+    local_world_size: int
+    num_nodes: int = 1
+    node_rank: int = 0
+    main_address: str = "127.0.0.1"
+    main_port: int = 29500
+
+    @property
+    def world_size(self) -> int:
+        return self.local_world_size * self.num_nodes
+
+
+def needs_launch(strategy: Any) -> bool:
+    """Whether this process must start the ranks (not already a rank, several wanted)."""
+    return strategy.launches_processes and not strategy.cluster.external and strategy.world_size > 1
+
+
+def find_free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS says is free right now (bind to port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def current_command() -> list[str]:
+    """The argv that re-runs this process: ``python script.py ...`` or ``python -m pkg ...``."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":
+        module = spec.name.removesuffix(".__main__")
+        return [sys.executable, "-m", module, *sys.argv[1:]]
+    script = sys.argv[0] if sys.argv else ""
+    if script and script not in ("-c", "-") and Path(script).is_file():
+        return [sys.executable, script, *sys.argv[1:]]
+    raise RuntimeError(
+        "this Python session cannot be re-executed per rank (interactive or `python -c`); "
+        "use strategy='ddp_spawn', or run a script file"
+    )
+
+
+def build_rank_command(
+    local_rank: int,
+    world: World,
+    argv: list[str],
+    env: dict[str, str],
+    error_dir: str | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of one local rank (pure: no side effects)."""
+    rank_env = dict(env)
+    rank_env.update(
+        MASTER_ADDR=world.main_address,
+        MASTER_PORT=str(world.main_port),
+        WORLD_SIZE=str(world.world_size),
+        NODE_RANK=str(world.node_rank),
+        LOCAL_RANK=str(local_rank),
+        RANK=str(world.node_rank * world.local_world_size + local_rank),
+        LOCAL_WORLD_SIZE=str(world.local_world_size),
+    )
+    if error_dir is not None:
+        rank_env[ERROR_FILE_ENV] = str(Path(error_dir) / f"rank{local_rank}.json")
+    return list(argv), rank_env
+
+
+def install_error_file_hook() -> None:
+    """In a launched rank: write an uncaught exception to the launcher's error file."""
+    path = os.environ.get(ERROR_FILE_ENV)
+    if not path:
+        return
+    rank = os.environ.get("RANK", "?")
+
+    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        text = "".join(traceback.format_exception(kind, value, tb))
+        Path(path).write_text(json.dumps({"rank": rank, "time": time.time(), "traceback": text}))
+
+    sys.excepthook = hook
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this child when the launcher dies, so no rank is ever orphaned."""
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def launch_ranks(strategy: Any) -> int:
+    """Run every local rank of this node; return the job's exit code."""
+    env_port = os.environ.get("MASTER_PORT")
+    world = World(
+        local_world_size=strategy.selection.count,
+        num_nodes=strategy.num_nodes,
+        node_rank=int(os.environ.get("NODE_RANK", 0)),
+        main_address=os.environ.get("MASTER_ADDR", "127.0.0.1"),
+        main_port=int(env_port) if env_port else find_free_port(),
+    )
+    argv = current_command()
+    for _attempt in range(PORT_RETRIES):
+        code, port_clash = RankGroup(world, argv).run()
+        if not port_clash or env_port:
+            return code
+        world = World(
+            world.local_world_size,
+            world.num_nodes,
+            world.node_rank,
+            world.main_address,
+            find_free_port(),
+        )
+    return code
+
+
+class RankGroup:
+    """The child processes of one launch attempt and the logic that watches them."""
+
+    def __init__(self, world: World, argv: list[str]) -> None:
+        self.world = world
+        self.argv = argv
+        self.procs: list[subprocess.Popen] = []
+        self.error_dir = tempfile.mkdtemp(prefix="trainkit-errors-")
+        self._signalled: int | None = None
+
+    def run(self) -> tuple[int, bool]:
+        """Start, watch, tear down; returns (exit code, whether the failure was a port clash)."""
+        previous = {
+            sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        try:
+            for local_rank in range(self.world.local_world_size):
+                argv, env = build_rank_command(
+                    local_rank, self.world, self.argv, dict(os.environ), self.error_dir
+                )
+                self.procs.append(subprocess.Popen(argv, env=env, preexec_fn=_die_with_parent))
+            failed = self._watch()
+        finally:
+            self._stop_all()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if self._signalled is not None:
+            print(
+                f"trainkit: stopped all ranks on {signal.Signals(self._signalled).name}",
+                file=sys.stderr,
+            )
+            return 128 + self._signalled, False
+        if failed is None:
+            return 0, False
+        return self._report(failed)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._signalled = signum
+
+    def _watch(self) -> int | None:
+        while self._signalled is None:
+            codes = [proc.poll() for proc in self.procs]
+            failed = [rank for rank, code in enumerate(codes) if code not in (None, 0)]
+            if failed:
+                time.sleep(POLL_SECONDS)  # let near-simultaneous failures land to find the first
+                return self._first_failure(failed)
+            if all(code == 0 for code in codes):
+                return None
+            time.sleep(POLL_SECONDS)
+        return None
+
+    def _first_failure(self, failed: list[int]) -> int:
+        errors = {rank: self._error(rank) for rank in range(len(self.procs))}
+        with_errors = [rank for rank, error in errors.items() if error and self.procs[rank].poll()]
+        if with_errors:
+            return min(with_errors, key=lambda rank: errors[rank]["time"])
+        return failed[0]
+
+    def _error(self, local_rank: int) -> dict[str, Any] | None:
+        path = Path(self.error_dir) / f"rank{local_rank}.json"
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _stop_all(self) -> None:
+        alive = [proc for proc in self.procs if proc.poll() is None]
+        for proc in alive:
+            proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + GRACE_SECONDS
+        for proc in alive:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def _report(self, local_rank: int) -> tuple[int, bool]:
+        code = self.procs[local_rank].returncode
+        rank = self.world.node_rank * self.world.local_world_size + local_rank
+        error = self._error(local_rank)
+        port_clash = False
+        if error:
+            text = error["traceback"].rstrip()
+            port_clash = "EADDRINUSE" in text or "address already in use" in text.lower()
+            print("\n".join(f"[rank {rank}] {line}" for line in text.splitlines()), file=sys.stderr)
+        if code < 0:
+            what = f"was killed by {signal.Signals(-code).name}"
+            code = 128 - code
+        else:
+            what = f"failed with exit code {code}"
+        print(f"trainkit: rank {rank} {what}; stopped the other ranks", file=sys.stderr, flush=True)
+        return code, port_clash

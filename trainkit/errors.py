@@ -1,0 +1,17 @@
+"""Errors trainkit raises for bad user input: one line, exit code 2 from the CLI."""
+
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """A bad value in the user's configuration, reported as one line without a traceback."""
+
+    def __init__(self, what: str, value: object, expected: str, fix: str = "") -> None:
+        message = f"{what} {value!r}; expected {expected}"
+        if fix:
+            message += f"; {fix}"
+        super().__init__(message)
+
+
+class MisconfigurationError(ValueError):
+    """User code that cannot work as written (missing hooks, junk from configure_optimizers)."""

@@ -1,0 +1,62 @@
+"""save_hyperparameters(): capture a constructor's arguments for checkpoints and hparams.yaml."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable
+from types import FrameType
+from typing import Any
+
+
+class AttributeDict(dict):
+    """A dict whose keys read as attributes: ``hparams.lr``."""
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self[key]
+        except KeyError as err:
+            raise AttributeError(f"no hyperparameter {key!r}; saved: {sorted(self)}") from err
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        self[key] = value
+
+
+def collect_init_args(frame: FrameType, target: object) -> dict[str, Any]:
+    """Walk up from ``frame`` to the outermost ``__init__`` of ``target`` and return its arguments."""
+    found: dict[str, Any] = {}
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "__init__" and frame.f_locals.get("self") is target:
+            found = _frame_arguments(frame)
+        frame = frame.f_back
+    return found
+
+
+def _frame_arguments(frame: FrameType) -> dict[str, Any]:
+    info = inspect.getargvalues(frame)
+    args = {name: info.locals[name] for name in info.args if name != "self"}
+    if info.varargs:
+        args[info.varargs] = info.locals[info.varargs]
+    if info.keywords:
+        args.update(info.locals[info.keywords])
+    return args
+
+
+def select_hparams(
+    init_args: dict[str, Any], names: tuple[Any, ...], ignore: str | Iterable[str] | None
+) -> dict[str, Any]:
+    """Apply save_hyperparameters' positional names / dict and ``ignore`` to the init args."""
+    if len(names) == 1 and isinstance(names[0], dict):
+        selected = dict(names[0])
+    elif names:
+        missing = [n for n in names if n not in init_args]
+        if missing:
+            raise ValueError(
+                f"save_hyperparameters: {missing} are not __init__ arguments; "
+                f"expected some of {sorted(init_args)}"
+            )
+        selected = {n: init_args[n] for n in names}
+    else:
+        selected = dict(init_args)
+    ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
+    return {k: v for k, v in selected.items() if k not in ignored}

@@ -1,0 +1,41 @@
+"""CSVLogger: ``metrics.csv`` with one row per logged step, columns added as they appear."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+from trainkit.loggers.base import Logger
+
+
+class CSVLogger(Logger):
+    """Write every logged metric to ``log_dir/metrics.csv``."""
+
+    def __init__(
+        self, save_dir: str = ".", name: str = "trainkit_logs", version: int | str | None = None
+    ) -> None:
+        super().__init__(save_dir, name, version)
+        self.rows: list[dict[str, Any]] = []
+        self._columns: dict[str, None] = {"step": None}
+        self._written = 0
+
+    @property
+    def metrics_file(self) -> Path:
+        return Path(self.log_dir) / "metrics.csv"
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        self.rows.append({"step": step, **metrics})
+        for key in metrics:
+            self._columns.setdefault(key, None)
+
+    def save(self) -> None:
+        if len(self.rows) == self._written:
+            return
+        path = self.metrics_file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(self._columns))
+            writer.writeheader()
+            writer.writerows(self.rows)
+        self._written = len(self.rows)

@@ -1,0 +1,171 @@
+"""Where ``self.log`` values go: per-step latest values and on-device epoch aggregation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+REDUCE_FX = ("mean", "sum", "max", "min")
+
+
+@dataclass(frozen=True)
+class MetricMeta:
+    """How one logged name is treated; fixed by the first ``self.log`` call for that name."""
+
+    on_step: bool
+    on_epoch: bool
+    prog_bar: bool
+    logger: bool
+    reduce_fx: str
+    sync_dist: bool
+
+    def step_key(self, name: str) -> str:
+        return f"{name}_step" if self.on_epoch else name
+
+    def epoch_key(self, name: str) -> str:
+        return f"{name}_epoch" if self.on_step else name
+
+
+def batch_size_of(batch: Any) -> int:
+    """The size of the first dimension of the first tensor found in ``batch`` (1 if none)."""
+    if isinstance(batch, Tensor):
+        return int(batch.shape[0]) if batch.ndim else 1
+    if isinstance(batch, Mapping):
+        batch = list(batch.values())
+    if isinstance(batch, list | tuple):
+        for item in batch:
+            size = batch_size_of(item)
+            if size:
+                return size
+        return 1
+    return 1
+
+
+class MetricStore:
+    """Collects what one stage (train, validate, test) logs; nothing is synced unless asked."""
+
+    def __init__(self, stage: str, default_on_step: bool, default_on_epoch: bool) -> None:
+        self.stage = stage
+        self.default_on_step = default_on_step
+        self.default_on_epoch = default_on_epoch
+        self.meta: dict[str, MetricMeta] = {}
+        self.step_values: dict[str, Tensor | float] = {}
+        self._epoch_values: dict[str, list[tuple[Tensor | float, int]]] = {}
+        self.batch: Any = None
+        self._batch_size: int | None = None
+        self.reducer: Callable[[Tensor, str], Tensor] | None = None
+
+    def new_batch(self, batch: Any) -> None:
+        """Point the store at the batch being processed (its size is read only if needed)."""
+        self.batch = batch
+        self._batch_size = None
+
+    def log(
+        self,
+        name: str,
+        value: Tensor | float,
+        prog_bar: bool,
+        logger: bool,
+        on_step: bool | None,
+        on_epoch: bool | None,
+        reduce_fx: str,
+        sync_dist: bool,
+        batch_size: int | None,
+    ) -> None:
+        meta = self.meta.get(name)
+        if meta is None:
+            meta = self._register(name, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist)
+        if isinstance(value, Tensor):
+            value = value.detach()
+            if meta.sync_dist and meta.on_step and self.reducer is not None:
+                value = self.reducer(value.float(), meta.reduce_fx)
+        elif not isinstance(value, int | float):
+            raise TypeError(
+                f"self.log({name!r}, ...) got {type(value).__name__}; expected a number or a "
+                "scalar tensor; log each entry of a dict with self.log_dict"
+            )
+        if meta.on_step:
+            self.step_values[name] = value
+        if meta.on_epoch:
+            if batch_size is None:
+                batch_size = self._current_batch_size()
+            self._epoch_values[name].append((value, batch_size))
+
+    def _register(self, name: str, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist):
+        if reduce_fx not in REDUCE_FX:
+            raise ValueError(
+                f"self.log({name!r}, reduce_fx={reduce_fx!r}); expected one of {REDUCE_FX}"
+            )
+        meta = MetricMeta(
+            on_step=self.default_on_step if on_step is None else on_step,
+            on_epoch=self.default_on_epoch if on_epoch is None else on_epoch,
+            prog_bar=prog_bar,
+            logger=logger,
+            reduce_fx=reduce_fx,
+            sync_dist=sync_dist,
+        )
+        self.meta[name] = meta
+        if meta.on_epoch:
+            self._epoch_values[name] = []
+        return meta
+
+    def _current_batch_size(self) -> int:
+        if self._batch_size is None:
+            self._batch_size = batch_size_of(self.batch)
+        return self._batch_size
+
+    def step_metrics(self, for_logger: bool = False, for_prog_bar: bool = False) -> dict[str, Any]:
+        """Latest step values, keyed as the logger / progress bar show them."""
+        out = {}
+        for name, value in self.step_values.items():
+            meta = self.meta[name]
+            if (for_logger and not meta.logger) or (for_prog_bar and not meta.prog_bar):
+                continue
+            out[meta.step_key(name)] = value
+        return out
+
+    def reduce_epoch(self) -> dict[str, Tensor]:
+        """Aggregate every on_epoch value (synced across ranks where asked) and reset."""
+        out: dict[str, Tensor] = {}
+        for name, entries in self._epoch_values.items():
+            if not entries:
+                continue
+            meta = self.meta[name]
+            out[name] = self._reduce_entries(entries, meta)
+            entries.clear()
+        return out
+
+    def _reduce_entries(self, entries, meta: MetricMeta) -> Tensor:
+        values = torch.stack([torch.as_tensor(v, dtype=torch.float64).cpu() for v, _ in entries])
+        fx = meta.reduce_fx
+        if fx == "mean":
+            weights = torch.tensor([float(b) for _, b in entries], dtype=torch.float64)
+            total = torch.stack([(values * weights).sum(), weights.sum()])
+            if meta.sync_dist and self.reducer is not None:
+                total = self.reducer(total, "sum")
+            return (total[0] / total[1]).float()
+        reduced = {"sum": values.sum, "max": values.max, "min": values.min}[fx]()
+        if meta.sync_dist and self.reducer is not None:
+            reduced = self.reducer(reduced, fx)
+        return reduced.float()
+
+    def epoch_keys(
+        self, values: dict[str, Tensor], for_logger: bool = False, for_prog_bar: bool = False
+    ):
+        """Rename reduced epoch values as the logger / progress bar show them."""
+        out = {}
+        for name, value in values.items():
+            meta = self.meta[name]
+            if (for_logger and not meta.logger) or (for_prog_bar and not meta.prog_bar):
+                continue
+            out[meta.epoch_key(name)] = value
+        return out
+
+
+def to_float(value: Tensor | float) -> float:
+    """One number for a logger or the progress bar (this is where a device sync happens)."""
+    return value.item() if isinstance(value, Tensor) else float(value)

@@ -1,0 +1,213 @@
+"""TrainModule: the user's model, with Lightning's hook names and ``self.log``."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor, nn
+
+from trainkit.hparams import AttributeDict, collect_init_args, select_hparams
+
+if TYPE_CHECKING:
+    from trainkit.trainer import Trainer
+
+
+class HooksMixin:
+    """Hooks shared by TrainModule and callbacks' module-side counterparts; all no-ops."""
+
+    def setup(self, stage: str) -> None:
+        """Called on every rank at the start of fit/validate/test/predict."""
+
+    def teardown(self, stage: str) -> None:
+        """Called on every rank at the end of fit/validate/test/predict."""
+
+    def on_fit_start(self) -> None: ...
+    def on_fit_end(self) -> None: ...
+    def on_train_start(self) -> None: ...
+    def on_train_end(self) -> None: ...
+    def on_train_epoch_start(self) -> None: ...
+    def on_train_epoch_end(self) -> None: ...
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> Any: ...
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None: ...
+    def on_validation_start(self) -> None: ...
+    def on_validation_end(self) -> None: ...
+    def on_validation_epoch_start(self) -> None: ...
+    def on_validation_epoch_end(self) -> None: ...
+    def on_validation_batch_start(
+        self, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None: ...
+    def on_validation_batch_end(
+        self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None: ...
+    def on_test_start(self) -> None: ...
+    def on_test_end(self) -> None: ...
+    def on_test_epoch_start(self) -> None: ...
+    def on_test_epoch_end(self) -> None: ...
+    def on_test_batch_start(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
+    def on_test_batch_end(
+        self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None: ...
+    def on_predict_start(self) -> None: ...
+    def on_predict_end(self) -> None: ...
+    def on_predict_epoch_start(self) -> None: ...
+    def on_predict_epoch_end(self) -> None: ...
+    def on_before_backward(self, loss: Tensor) -> None: ...
+    def on_after_backward(self) -> None: ...
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None: ...
+    def on_before_zero_grad(self, optimizer: torch.optim.Optimizer) -> None: ...
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None: ...
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None: ...
+
+
+class TrainModule(HooksMixin, nn.Module):
+    """Subclass this: define training_step and configure_optimizers, the Trainer does the rest."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.automatic_optimization: bool = True
+        self._trainer: Trainer | None = None
+        self._hparams: AttributeDict = AttributeDict()
+
+    # ---- steps the user defines -------------------------------------------------------------
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor | Mapping[str, Any] | None:
+        """Compute and return the loss (or a dict with ``"loss"``) for one batch."""
+        raise NotImplementedError
+
+    def validation_step(self, batch: Any, batch_idx: int) -> Any:
+        """Compute validation metrics for one batch; log them with ``self.log``."""
+
+    def test_step(self, batch: Any, batch_idx: int) -> Any:
+        """Compute test metrics for one batch; log them with ``self.log``."""
+
+    def predict_step(self, batch: Any, batch_idx: int) -> Any:
+        """Return the prediction for one batch (default: ``self(batch)``)."""
+        if isinstance(batch, list | tuple):
+            batch = batch[0]
+        return self(batch)
+
+    def configure_optimizers(self) -> Any:
+        """Return an optimizer, a list of them, or a dict with ``optimizer`` and ``lr_scheduler``."""
+        raise NotImplementedError
+
+    def configure_callbacks(self) -> list[Any]:
+        """Callbacks this model always wants; they are added to the Trainer's."""
+        return []
+
+    # ---- state the Trainer provides ---------------------------------------------------------
+    @property
+    def trainer(self) -> Trainer:
+        if self._trainer is None:
+            raise RuntimeError(f"{type(self).__name__} is not attached to a Trainer yet")
+        return self._trainer
+
+    @trainer.setter
+    def trainer(self, trainer: Trainer | None) -> None:
+        object.__setattr__(self, "_trainer", trainer)
+
+    @property
+    def device(self) -> torch.device:
+        for tensor in self.parameters():
+            return tensor.device
+        for tensor in self.buffers():
+            return tensor.device
+        return torch.device("cpu")
+
+    @property
+    def dtype(self) -> torch.dtype:
+        for tensor in self.parameters():
+            return tensor.dtype
+        return torch.get_default_dtype()
+
+    @property
+    def global_rank(self) -> int:
+        return self._trainer.global_rank if self._trainer else 0
+
+    @property
+    def local_rank(self) -> int:
+        return self._trainer.local_rank if self._trainer else 0
+
+    @property
+    def current_epoch(self) -> int:
+        return self._trainer.current_epoch if self._trainer else 0
+
+    @property
+    def global_step(self) -> int:
+        return self._trainer.global_step if self._trainer else 0
+
+    @property
+    def hparams(self) -> AttributeDict:
+        return self._hparams
+
+    # ---- logging ------------------------------------------------------------------------------
+    def log(
+        self,
+        name: str,
+        value: Tensor | float,
+        prog_bar: bool = False,
+        logger: bool = True,
+        on_step: bool | None = None,
+        on_epoch: bool | None = None,
+        reduce_fx: str = "mean",
+        sync_dist: bool = False,
+        batch_size: int | None = None,
+    ) -> None:
+        """Record a scalar: per step and/or aggregated per epoch, shown in loggers and the bar."""
+        trainer = self._trainer
+        if trainer is None or trainer._metric_store is None:
+            return
+        trainer._metric_store.log(
+            name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size
+        )
+
+    def log_dict(self, metrics: Mapping[str, Tensor | float], **kwargs: Any) -> None:
+        """``self.log`` each entry of ``metrics`` with the same options."""
+        for name, value in metrics.items():
+            self.log(name, value, **kwargs)
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        """``print`` on global rank 0 only."""
+        if self.global_rank == 0:
+            print(*args, **kwargs)
+
+    # ---- hyperparameters --------------------------------------------------------------------
+    def save_hyperparameters(self, *names: Any, ignore: str | list[str] | None = None) -> None:
+        """Store the ``__init__`` arguments in ``self.hparams``, checkpoints and hparams.yaml."""
+        frame = inspect.currentframe()
+        init_args = collect_init_args(frame.f_back, self) if frame else {}
+        self._hparams.update(select_hparams(init_args, names, ignore))
+
+    @classmethod
+    def load_from_checkpoint(cls, path: str, map_location: Any = "cpu", **overrides: Any):
+        """Build the module from a checkpoint's hyperparameters and load its weights."""
+        from trainkit.checkpoint_io import load_checkpoint
+
+        checkpoint = load_checkpoint(path, map_location=map_location)
+        kwargs = {**checkpoint.get("hyper_parameters", {}), **overrides}
+        model = cls(**kwargs)
+        model.load_state_dict(checkpoint["state_dict"])
+        model.on_load_checkpoint(checkpoint)
+        return model
+
+    # ---- optimization helpers -----------------------------------------------------------------
+    def optimizers(self) -> Any:
+        """The optimizer (or list of them) built from ``configure_optimizers``."""
+        optimizers = self.trainer.optimizers
+        return optimizers[0] if len(optimizers) == 1 else optimizers
+
+    def lr_schedulers(self) -> Any:
+        """The scheduler (or list of them), or None."""
+        schedulers = [config.scheduler for config in self.trainer.lr_scheduler_configs]
+        if not schedulers:
+            return None
+        return schedulers[0] if len(schedulers) == 1 else schedulers
+
+    def manual_backward(self, loss: Tensor) -> None:
+        """``loss.backward()`` through the precision plugin and strategy (manual optimization)."""
+        self.trainer._backward(loss)
+
+    def all_gather(self, tensor: Tensor) -> Tensor:
+        """Stack ``tensor`` from every rank along a new first dimension."""
+        return self.trainer.strategy.all_gather(tensor)

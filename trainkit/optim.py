@@ -1,0 +1,129 @@
+"""Read what ``configure_optimizers`` returned into optimizers + scheduler configs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from trainkit.errors import MisconfigurationError
+
+FORMS = (
+    "an optimizer, a list of optimizers, ([optimizers], [schedulers]), or a dict "
+    "{'optimizer': ..., 'lr_scheduler': scheduler or {'scheduler': ..., 'interval': 'epoch'|'step', "
+    "'frequency': int, 'monitor': str}} (or a list of such dicts)"
+)
+
+
+@dataclass
+class SchedulerConfig:
+    """A scheduler and when it steps."""
+
+    scheduler: Any
+    interval: str = "epoch"
+    frequency: int = 1
+    monitor: str | None = None
+
+    @property
+    def needs_metric(self) -> bool:
+        return isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
+
+
+def parse_optimizers(returned: Any) -> tuple[list[torch.optim.Optimizer], list[SchedulerConfig]]:
+    """Accept every documented return form; raise one clear error for anything else."""
+    if isinstance(returned, torch.optim.Optimizer):
+        return [returned], []
+    if isinstance(returned, dict):
+        return _from_dicts([returned])
+    if isinstance(returned, list | tuple):
+        if len(returned) == 2 and all(isinstance(x, list | tuple) for x in returned):
+            optimizers = _check_optimizers(list(returned[0]))
+            return optimizers, [_scheduler_config(s) for s in returned[1]]
+        if returned and all(isinstance(x, dict) for x in returned):
+            return _from_dicts(list(returned))
+        if returned and all(isinstance(x, torch.optim.Optimizer) for x in returned):
+            return list(returned), []
+    raise MisconfigurationError(
+        f"configure_optimizers returned {_describe(returned)}; expected {FORMS}"
+    )
+
+
+def _from_dicts(
+    dicts: list[dict[str, Any]],
+) -> tuple[list[torch.optim.Optimizer], list[SchedulerConfig]]:
+    optimizers, schedulers = [], []
+    for entry in dicts:
+        unknown = set(entry) - {"optimizer", "lr_scheduler", "monitor"}
+        if "optimizer" not in entry or unknown:
+            raise MisconfigurationError(
+                f"configure_optimizers returned a dict with keys {sorted(entry)}; expected 'optimizer' "
+                "and optionally 'lr_scheduler' and 'monitor'"
+            )
+        optimizers.extend(_check_optimizers([entry["optimizer"]]))
+        if entry.get("lr_scheduler") is not None:
+            config = _scheduler_config(entry["lr_scheduler"])
+            if config.monitor is None:
+                config.monitor = entry.get("monitor")
+            schedulers.append(config)
+    for config in schedulers:
+        if config.needs_metric and not config.monitor:
+            raise MisconfigurationError(
+                "ReduceLROnPlateau needs a metric: return {'optimizer': opt, 'lr_scheduler': "
+                "{'scheduler': sched, 'monitor': 'val_loss'}}"
+            )
+    return optimizers, schedulers
+
+
+def _check_optimizers(items: list[Any]) -> list[torch.optim.Optimizer]:
+    for item in items:
+        if not isinstance(item, torch.optim.Optimizer):
+            raise MisconfigurationError(
+                f"configure_optimizers returned {_describe(item)} where an optimizer belongs; "
+                f"expected {FORMS}"
+            )
+    return items
+
+
+def _scheduler_config(item: Any) -> SchedulerConfig:
+    if isinstance(item, dict):
+        if "scheduler" not in item:
+            raise MisconfigurationError(
+                f"lr_scheduler dict has keys {sorted(item)}; expected 'scheduler' "
+                "(+ 'interval', 'frequency', 'monitor')"
+            )
+        config = SchedulerConfig(
+            item["scheduler"],
+            item.get("interval", "epoch"),
+            int(item.get("frequency", 1)),
+            item.get("monitor"),
+        )
+    else:
+        config = SchedulerConfig(item)
+    if config.interval not in ("epoch", "step"):
+        raise MisconfigurationError(
+            f"lr_scheduler interval {config.interval!r}; expected 'epoch' or 'step'"
+        )
+    if not hasattr(config.scheduler, "step") or not hasattr(config.scheduler, "state_dict"):
+        raise MisconfigurationError(
+            f"lr_scheduler {_describe(config.scheduler)} is not a scheduler"
+        )
+    return config
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return (
+        f"{type(value).__name__} {text[:60]}"
+        if len(text) > 60
+        else f"{type(value).__name__} {text}"
+    )
+
+
+def scale_learning_rates(optimizers: list[torch.optim.Optimizer], factor: float) -> None:
+    """Multiply every param group's ``lr`` (and ``initial_lr``) by ``factor``."""
+    for optimizer in optimizers:
+        for group in optimizer.param_groups:
+            group["lr"] = group["lr"] * factor
+            if "initial_lr" in group:
+                group["initial_lr"] = group["initial_lr"] * factor

@@ -1,0 +1,52 @@
+"""Strategies, by the name used in ``trainer.strategy``: a literal registry."""
+
+from __future__ import annotations
+
+from trainkit.devices import DeviceSelection
+from trainkit.distributed.env import ClusterEnvironment
+from trainkit.errors import ConfigError
+from trainkit.strategies.base import Strategy
+from trainkit.strategies.ddp import DDPStrategy
+from trainkit.strategies.ddp_spawn import DDPSpawnStrategy
+from trainkit.strategies.single import SingleDeviceStrategy
+
+STRATEGIES: dict[str, type[Strategy]] = {
+    "single": SingleDeviceStrategy,
+    "ddp": DDPStrategy,
+    "ddp_spawn": DDPSpawnStrategy,
+}
+
+
+def select_strategy(
+    strategy: str | Strategy | None,
+    selection: DeviceSelection,
+    num_nodes: int,
+    cluster: ClusterEnvironment,
+) -> Strategy:
+    """Build the named strategy; ``auto`` is ddp for several devices/nodes, else single."""
+    if isinstance(strategy, Strategy):
+        chosen = strategy
+    elif strategy in (None, "auto"):
+        many = selection.count * num_nodes > 1 or cluster.world_size > 1
+        chosen = DDPStrategy() if many else SingleDeviceStrategy()
+    elif isinstance(strategy, str) and strategy in STRATEGIES:
+        chosen = STRATEGIES[strategy]()
+    else:
+        raise ConfigError(
+            "trainer.strategy",
+            strategy,
+            f"'auto' or one of {', '.join(STRATEGIES)}",
+            "see docs/strategies.md",
+        )
+    chosen.connect(selection, num_nodes, cluster)
+    return chosen
+
+
+__all__ = [
+    "STRATEGIES",
+    "DDPSpawnStrategy",
+    "DDPStrategy",
+    "SingleDeviceStrategy",
+    "Strategy",
+    "select_strategy",
+]

@@ -1,0 +1,131 @@
+"""Strategy: how a module is placed on devices, wrapped, and synchronised across ranks."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainkit.devices import DeviceSelection
+from trainkit.distributed.env import ClusterEnvironment
+
+
+def move_to_device(batch: Any, device: torch.device) -> Any:
+    """Move every tensor in a (nested) batch to ``device``."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, dict):
+        return {k: move_to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(move_to_device(v, device) for v in batch))
+    if isinstance(batch, list | tuple):
+        return type(batch)(move_to_device(v, device) for v in batch)
+    return batch
+
+
+class Strategy:
+    """One process, one device. Subclasses add process groups and model wrappers."""
+
+    name = "single"
+    launches_processes = False  # trainkit re-executes the command once per local rank
+    spawns_processes = False  # trainkit spawns ranks from this Python process
+    is_distributed = False
+
+    def __init__(self) -> None:
+        self.selection = DeviceSelection("cpu", (0,))
+        self.num_nodes = 1
+        self.cluster = ClusterEnvironment("none")
+
+    def connect(
+        self, selection: DeviceSelection, num_nodes: int, cluster: ClusterEnvironment
+    ) -> None:
+        """Receive what the Trainer resolved: devices, node count, cluster environment."""
+        self.selection = selection
+        self.num_nodes = num_nodes
+        self.cluster = cluster
+
+    # ---- ranks ----------------------------------------------------------------------------------
+    @property
+    def world_size(self) -> int:
+        return 1
+
+    @property
+    def global_rank(self) -> int:
+        return 0
+
+    @property
+    def local_rank(self) -> int:
+        return 0
+
+    @property
+    def node_rank(self) -> int:
+        return 0
+
+    @property
+    def is_global_zero(self) -> bool:
+        return self.global_rank == 0
+
+    @property
+    def root_device(self) -> torch.device:
+        if self.selection.accelerator == "gpu":
+            return torch.device("cuda", self.selection.ids[self.local_rank])
+        return torch.device("cpu")
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    def setup_environment(self) -> None:
+        """Prepare this process (set the CUDA device, join the process group)."""
+        if self.root_device.type == "cuda":
+            torch.cuda.set_device(self.root_device)
+
+    def setup_module(self, module: nn.Module) -> nn.Module:
+        """Move ``module`` to the root device and return what the training step runs through."""
+        return module.to(self.root_device)
+
+    def training_step_fn(self, wrapped: nn.Module, module: Any) -> Callable[[Any, int], Any]:
+        """The callable the fit loop calls per batch: ``(batch, batch_idx) -> output``."""
+        return module.training_step
+
+    def batch_transfer_fn(self) -> Callable[[Any], Any] | None:
+        """How a batch reaches the device; None when it is already there (CPU)."""
+        device = self.root_device
+        if device.type == "cpu":
+            return None
+        return lambda batch: move_to_device(batch, device)
+
+    def no_backward_sync(self, wrapped: nn.Module) -> contextlib.AbstractContextManager:
+        """A context that skips gradient sync (for accumulation steps)."""
+        return contextlib.nullcontext()
+
+    def distributed_sampler_kwargs(self) -> dict[str, int] | None:
+        """``num_replicas``/``rank`` for DistributedSampler, or None when not distributed."""
+        return None
+
+    def unwrap(self, wrapped: nn.Module) -> nn.Module:
+        return wrapped
+
+    def teardown(self) -> None: ...
+
+    # ---- collectives (identity for one process) -------------------------------------------------
+    def reduce(self, tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
+        return tensor
+
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.unsqueeze(0)
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        return [obj]
+
+    def broadcast(self, obj: Any, src: int = 0) -> Any:
+        return obj
+
+    def barrier(self) -> None: ...
+
+    # ---- checkpoints ------------------------------------------------------------------------------
+    def module_state_dict(self, module: nn.Module) -> dict[str, Any]:
+        return module.state_dict()
+
+    def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        return optimizer.state_dict()

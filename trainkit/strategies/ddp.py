@@ -1,0 +1,163 @@
+"""DDPStrategy: one process per device, gradients all-reduced by DistributedDataParallel."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from trainkit.distributed.comm import all_reduce
+from trainkit.errors import ConfigError
+from trainkit.strategies.base import Strategy
+
+BACKEND_ENV = "TRAINKIT_DISTRIBUTED_BACKEND"
+BACKENDS = ("gloo", "nccl", "mpi", "ucc")
+
+
+def resolve_backend(accelerator: str, requested: str | None = None) -> str:
+    """nccl on GPU, gloo on CPU, unless ``requested`` or $TRAINKIT_DISTRIBUTED_BACKEND says."""
+    source = "process_group_backend"
+    if requested is None and os.environ.get(BACKEND_ENV):
+        requested, source = os.environ[BACKEND_ENV], BACKEND_ENV
+    if requested is None:
+        return "nccl" if accelerator == "gpu" else "gloo"
+    backend = requested.strip().lower()
+    if backend not in BACKENDS:
+        raise ConfigError(
+            source, requested, f"one of {', '.join(BACKENDS)}", "unset it for the default"
+        )
+    if backend == "nccl" and accelerator != "gpu":
+        raise ConfigError(source, requested, "gloo on CPU", "nccl needs GPUs; use gloo")
+    return backend
+
+
+class _StepForwarder(nn.Module):
+    """Routes DDP's forward to ``training_step`` so DDP sees the step and syncs gradients."""
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        self.module = module
+
+    def forward(self, batch: Any, batch_idx: int) -> Any:
+        return self.module.training_step(batch, batch_idx)
+
+
+class DDPStrategy(Strategy):
+    """Data parallel across processes: each rank holds a full replica and a data shard."""
+
+    name = "ddp"
+    launches_processes = True
+    is_distributed = True
+
+    def __init__(
+        self,
+        find_unused_parameters: bool = False,
+        static_graph: bool = False,
+        gradient_as_bucket_view: bool = False,
+        process_group_backend: str | None = None,
+        timeout_s: float = 1800.0,
+    ) -> None:
+        super().__init__()
+        self.find_unused_parameters = find_unused_parameters
+        self.static_graph = static_graph
+        self.gradient_as_bucket_view = gradient_as_bucket_view
+        self.process_group_backend = process_group_backend
+        self.timeout_s = timeout_s
+
+    @property
+    def world_size(self) -> int:
+        if self.cluster.external:
+            return self.cluster.world_size
+        return self.selection.count * self.num_nodes
+
+    @property
+    def global_rank(self) -> int:
+        return self.cluster.global_rank
+
+    @property
+    def local_rank(self) -> int:
+        return self.cluster.local_rank
+
+    @property
+    def node_rank(self) -> int:
+        return self.cluster.node_rank
+
+    @property
+    def backend(self) -> str:
+        return resolve_backend(self.selection.accelerator, self.process_group_backend)
+
+    def setup_environment(self) -> None:
+        super().setup_environment()
+        if dist.is_initialized():
+            return
+        self.init_process_group()
+
+    def init_process_group(self) -> None:
+        """Join the process group (override for a custom rendezvous)."""
+        os.environ.setdefault("MASTER_ADDR", self.cluster.main_address)
+        os.environ.setdefault("MASTER_PORT", str(self.cluster.main_port))
+        dist.init_process_group(
+            self.backend,
+            rank=self.global_rank,
+            world_size=self.world_size,
+            timeout=timedelta(seconds=self.timeout_s),
+        )
+
+    def setup_module(self, module: nn.Module) -> nn.Module:
+        module = module.to(self.root_device)
+        return self.configure_ddp(_StepForwarder(module))
+
+    def configure_ddp(self, forwarder: nn.Module) -> nn.Module:
+        """Wrap the module in DDP (override to customise the wrapper)."""
+        device_ids = [self.root_device.index] if self.root_device.type == "cuda" else None
+        return nn.parallel.DistributedDataParallel(
+            forwarder,
+            device_ids=device_ids,
+            find_unused_parameters=self.find_unused_parameters,
+            static_graph=self.static_graph,
+            gradient_as_bucket_view=self.gradient_as_bucket_view,
+        )
+
+    def training_step_fn(self, wrapped: nn.Module, module: Any) -> Callable[[Any, int], Any]:
+        return wrapped
+
+    def no_backward_sync(self, wrapped: nn.Module) -> contextlib.AbstractContextManager:
+        return wrapped.no_sync()
+
+    def unwrap(self, wrapped: nn.Module) -> nn.Module:
+        return wrapped.module.module
+
+    def distributed_sampler_kwargs(self) -> dict[str, int] | None:
+        return {"num_replicas": self.world_size, "rank": self.global_rank}
+
+    def teardown(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+    def reduce(self, tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
+        return all_reduce(tensor, op)
+
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        gathered = [torch.zeros_like(tensor) for _ in range(self.world_size)]
+        dist.all_gather(gathered, tensor.contiguous())
+        return torch.stack(gathered)
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        gathered: list[Any] = [None] * self.world_size
+        dist.all_gather_object(gathered, obj)
+        return gathered
+
+    def broadcast(self, obj: Any, src: int = 0) -> Any:
+        holder = [obj]
+        dist.broadcast_object_list(holder, src=src)
+        return holder[0]
+
+    def barrier(self) -> None:
+        if dist.is_initialized():
+            dist.barrier()

@@ -1,0 +1,681 @@
+"""Trainer: owns the strategy, precision, callbacks and loggers; runs fit/validate/test/predict."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainkit import checkpoint_state
+from trainkit.callbacks.base import Callback
+from trainkit.data import as_loader_list, prepare_loader
+from trainkit.devices import resolve_devices
+from trainkit.distributed.env import detect_environment
+from trainkit.errors import ConfigError, MisconfigurationError
+from trainkit.loggers.base import Logger
+from trainkit.loops import EvalLoop, FitLoop, PredictLoop, bound_hooks
+from trainkit.metrics import MetricStore, to_float
+from trainkit.module import TrainModule
+from trainkit.optim import SchedulerConfig, parse_optimizers
+from trainkit.precision import Precision, normalize_precision
+from trainkit.profiler import build_profiler
+from trainkit.strategies import Strategy, select_strategy
+
+STAGES = ("fit", "validate", "test", "predict")
+
+
+class Trainer:
+    """Train and evaluate a TrainModule on one device or many; every argument has a safe default."""
+
+    def __init__(
+        self,
+        accelerator: str = "auto",
+        devices: int | str | list[int] = "auto",
+        num_nodes: int = 1,
+        strategy: str | Strategy = "auto",
+        precision: str | int = "32",
+        max_epochs: int | None = None,
+        min_epochs: int = 0,
+        max_steps: int = -1,
+        limit_train_batches: int | float = 1.0,
+        limit_val_batches: int | float = 1.0,
+        limit_test_batches: int | float = 1.0,
+        limit_predict_batches: int | float = 1.0,
+        val_check_interval: int | float = 1.0,
+        check_val_every_n_epoch: int = 1,
+        num_sanity_val_steps: int = 2,
+        accumulate_grad_batches: int = 1,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str = "norm",
+        log_every_n_steps: int = 50,
+        default_root_dir: str | None = None,
+        logger: bool | Logger | list[Logger] = True,
+        callbacks: list[Callback] | Callback | None = None,
+        enable_progress_bar: bool = True,
+        enable_checkpointing: bool = True,
+        deterministic: bool = False,
+        fast_dev_run: bool | int = False,
+        use_distributed_sampler: bool = True,
+        profiler: str | None = None,
+        gpus: int | str | list[int] | None = None,
+        checkpoint_weights_only: bool = True,
+    ) -> None:
+        """
+        Args:
+            accelerator: 'cpu', 'gpu' or 'auto' (GPU when CUDA is available).
+            devices: GPUs to use, or CPU processes: 2, [0, 1], '0,1', '0-3', -1 (all), 'auto'.
+            num_nodes: Machines in the job; each runs one trainkit launcher.
+            strategy: 'auto' (ddp for several devices), 'single', 'ddp' or 'ddp_spawn'.
+            precision: '32', '16-mixed' (GPU) or 'bf16-mixed'.
+            max_epochs: Stop after this many epochs (default 1000 unless max_steps is set).
+            min_epochs: Train at least this many epochs even if early stopping asks to stop.
+            max_steps: Stop after this many optimizer steps (-1: no limit).
+            limit_train_batches: Batches per training epoch: a fraction (float) or a count (int).
+            limit_val_batches: Batches per validation run: a fraction or a count.
+            limit_test_batches: Batches per test run: a fraction or a count.
+            limit_predict_batches: Batches per predict run: a fraction or a count.
+            val_check_interval: Validate every fraction of an epoch (float) or every N batches (int).
+            check_val_every_n_epoch: Validate every N epochs.
+            num_sanity_val_steps: Validation batches run before training to catch bugs early.
+            accumulate_grad_batches: Batches whose gradients add up before each optimizer step.
+            gradient_clip_val: Clip gradients to this value (None: no clipping).
+            gradient_clip_algorithm: 'norm' (total 2-norm) or 'value' (element-wise).
+            log_every_n_steps: How often step metrics are written to the loggers.
+            default_root_dir: Where logs and checkpoints go (default: the current directory).
+            logger: True (TensorBoard + CSV), False, or logger instances.
+            callbacks: Callback instances added to the defaults.
+            enable_progress_bar: Show progress (rich bars on a terminal, a line per epoch otherwise).
+            enable_checkpointing: Save last.ckpt and the best checkpoint each epoch.
+            deterministic: Use deterministic algorithms only (torch.use_deterministic_algorithms).
+            fast_dev_run: Run 1 (or N) batches of train/val/test once to smoke-test the code.
+            use_distributed_sampler: Give map-style loaders a DistributedSampler under ddp.
+            profiler: None or 'simple' (per-hook timing table at the end).
+            gpus: Older spelling of devices with accelerator 'gpu'.
+            checkpoint_weights_only: Load checkpoints with torch.load(weights_only=True).
+        """
+        from trainkit.distributed.launcher import install_error_file_hook
+
+        install_error_file_hook()
+        self.precision = normalize_precision(precision)
+        self.selection = resolve_devices(devices, accelerator, gpus)
+        self.cluster = detect_environment()
+        if not isinstance(num_nodes, int) or num_nodes < 1:
+            raise ConfigError("trainer.num_nodes", num_nodes, "an int >= 1")
+        self.num_nodes = num_nodes
+        self.strategy = select_strategy(strategy, self.selection, num_nodes, self.cluster)
+        self.precision_plugin = Precision(self.precision, self.strategy.root_device.type)
+        _check_positive("accumulate_grad_batches", accumulate_grad_batches)
+        _check_positive("log_every_n_steps", log_every_n_steps)
+        _check_positive("check_val_every_n_epoch", check_val_every_n_epoch)
+        if gradient_clip_algorithm not in ("norm", "value"):
+            raise ConfigError(
+                "trainer.gradient_clip_algorithm", gradient_clip_algorithm, "'norm' or 'value'"
+            )
+        if (
+            isinstance(val_check_interval, bool)
+            or val_check_interval <= 0
+            or (isinstance(val_check_interval, float) and val_check_interval > 1)
+        ):
+            raise ConfigError(
+                "trainer.val_check_interval", val_check_interval, "a float in (0, 1] or an int >= 1"
+            )
+        self.max_epochs = (
+            max_epochs if max_epochs is not None else (1000 if max_steps < 0 else math.inf)
+        )
+        self.min_epochs = min_epochs
+        self.max_steps = max_steps
+        self.limit_train_batches = limit_train_batches
+        self.limit_val_batches = limit_val_batches
+        self.limit_test_batches = limit_test_batches
+        self.limit_predict_batches = limit_predict_batches
+        self.val_check_interval = val_check_interval
+        self.check_val_every_n_epoch = check_val_every_n_epoch
+        self.num_sanity_val_steps = num_sanity_val_steps
+        self.accumulate_grad_batches = accumulate_grad_batches
+        self.gradient_clip_val = gradient_clip_val
+        self.gradient_clip_algorithm = gradient_clip_algorithm
+        self.log_every_n_steps = log_every_n_steps
+        self.default_root_dir = str(default_root_dir or Path.cwd())
+        self.use_distributed_sampler = use_distributed_sampler
+        self.checkpoint_weights_only = checkpoint_weights_only
+        self.fast_dev_run = int(fast_dev_run)
+        if self.fast_dev_run:
+            count = self.fast_dev_run
+            self.max_epochs, self.max_steps, self.num_sanity_val_steps = 1, count, 0
+            self.limit_train_batches = self.limit_val_batches = count
+            self.limit_test_batches = self.limit_predict_batches = count
+            self.val_check_interval, logger, enable_checkpointing = 1.0, False, False
+        if deterministic:
+            torch.use_deterministic_algorithms(True)
+        self.profiler = build_profiler(profiler)
+        self.loggers = _build_loggers(logger, self.default_root_dir)
+        self.callbacks = _build_callbacks(callbacks, enable_progress_bar, enable_checkpointing)
+        # run state
+        self.state: str | None = None
+        self.current_epoch = 0
+        self.global_step = 0
+        self.should_stop = False
+        self.sanity_checking = False
+        self.lightning_module: TrainModule | None = None
+        self.datamodule: Any = None
+        self.optimizers: list[torch.optim.Optimizer] = []
+        self.lr_scheduler_configs: list[SchedulerConfig] = []
+        self.train_loader: Any = None
+        self.val_loaders: list[Any] = []
+        self.num_training_batches: int | float = 0
+        self.num_training_batches_seen = 0
+        self.num_eval_batches = 0
+        self.cli_config: str | None = None
+        self._log_dir: str | None = None
+        self._wrapped: Any = None
+        self._metric_store: MetricStore | None = None
+        self._train_store: MetricStore | None = None
+        self._epoch_metrics: dict[str, torch.Tensor] = {}
+        self._prog_bar_epoch_keys: dict[str, None] = {}
+        self._batch_idx = 0
+        self._epoch_start_rng: Any = None
+        self._resume: dict[str, Any] | None = None
+        self._model_callbacks_added = False
+
+    # ---- public API -------------------------------------------------------------------------------
+    def fit(
+        self,
+        model: TrainModule,
+        train_dataloaders: Any = None,
+        val_dataloaders: Any = None,
+        datamodule: Any = None,
+        ckpt_path: str | None = None,
+    ) -> None:
+        """Train ``model``; ``ckpt_path`` ('last', 'best' or a path) resumes a previous run."""
+        self._run("fit", model, datamodule, ckpt_path, (train_dataloaders, val_dataloaders))
+
+    def validate(
+        self,
+        model: TrainModule | None = None,
+        dataloaders: Any = None,
+        ckpt_path: str | None = None,
+        datamodule: Any = None,
+        verbose: bool = True,
+    ) -> list[dict[str, float]]:
+        """Run the validation loop once; returns one metrics dict per dataloader."""
+        return self._run("validate", model, datamodule, ckpt_path, (dataloaders, verbose))
+
+    def test(
+        self,
+        model: TrainModule | None = None,
+        dataloaders: Any = None,
+        ckpt_path: str | None = None,
+        datamodule: Any = None,
+        verbose: bool = True,
+    ) -> list[dict[str, float]]:
+        """Run the test loop once; returns one metrics dict per dataloader."""
+        return self._run("test", model, datamodule, ckpt_path, (dataloaders, verbose))
+
+    def predict(
+        self,
+        model: TrainModule | None = None,
+        dataloaders: Any = None,
+        datamodule: Any = None,
+        ckpt_path: str | None = None,
+    ) -> list[Any]:
+        """Run ``predict_step`` over the predict loader(s); returns the outputs per batch."""
+        return self._run("predict", model, datamodule, ckpt_path, (dataloaders,))
+
+    # ---- properties users and callbacks read ----------------------------------------------------------
+    @property
+    def world_size(self) -> int:
+        return self.strategy.world_size
+
+    @property
+    def global_rank(self) -> int:
+        return self.strategy.global_rank
+
+    @property
+    def local_rank(self) -> int:
+        return self.strategy.local_rank
+
+    @property
+    def node_rank(self) -> int:
+        return self.strategy.node_rank
+
+    @property
+    def is_global_zero(self) -> bool:
+        return self.strategy.is_global_zero
+
+    @property
+    def model(self) -> TrainModule | None:
+        return self.lightning_module
+
+    @property
+    def log_dir(self) -> str:
+        return self._log_dir or self.default_root_dir
+
+    @property
+    def logger(self) -> Logger | None:
+        return self.loggers[0] if self.loggers else None
+
+    @property
+    def checkpoint_callback(self) -> Any:
+        from trainkit.callbacks.checkpoint import ModelCheckpoint
+
+        return next((cb for cb in self.callbacks if isinstance(cb, ModelCheckpoint)), None)
+
+    @property
+    def callback_metrics(self) -> dict[str, torch.Tensor]:
+        """Latest step values and epoch aggregates, by name; what monitors read."""
+        metrics = dict(self._epoch_metrics)
+        if self._train_store is not None:
+            for name, value in self._train_store.step_values.items():
+                metrics[self._train_store.meta[name].step_key(name)] = value
+                metrics.setdefault(name, value)
+        return metrics
+
+    @property
+    def progress_bar_metrics(self) -> dict[str, Any]:
+        metrics = {key: self._epoch_metrics[key] for key in self._prog_bar_epoch_keys}
+        if self._train_store is not None:
+            metrics.update(self._train_store.step_metrics(for_prog_bar=True))
+        return metrics
+
+    @property
+    def fit_done(self) -> bool:
+        if 0 <= self.max_steps <= self.global_step:
+            return True
+        if self.current_epoch >= self.max_epochs:
+            return True
+        return self.should_stop and self.current_epoch >= self.min_epochs
+
+    @property
+    def is_final_epoch(self) -> bool:
+        """Whether the epoch now ending is the last one of this fit."""
+        if self.should_stop and self.current_epoch + 1 >= self.min_epochs:
+            return True
+        return 0 <= self.max_steps <= self.global_step or self.current_epoch + 1 >= self.max_epochs
+
+    @property
+    def estimated_stepping_batches(self) -> int | float:
+        """Total optimizer steps this fit will take (for schedulers like OneCycleLR)."""
+        from trainkit.data import limited_batches
+
+        per_epoch = limited_batches(
+            self.train_loader, self.limit_train_batches, "limit_train_batches"
+        )
+        steps = (
+            math.ceil(per_epoch / self.accumulate_grad_batches)
+            if per_epoch != math.inf
+            else math.inf
+        )
+        total = steps * self.max_epochs if self.max_epochs != math.inf else math.inf
+        return min(total, self.max_steps) if self.max_steps >= 0 else total
+
+    # ---- running ----------------------------------------------------------------------------------
+    def _run(
+        self,
+        stage: str,
+        model: TrainModule | None,
+        datamodule: Any,
+        ckpt_path: str | None,
+        loaders: tuple,
+    ) -> Any:
+        model = model if model is not None else self.lightning_module
+        if model is None:
+            raise MisconfigurationError(
+                f"Trainer.{stage}() needs a model; none was given or fitted before"
+            )
+        if (
+            (stage == "fit"
+            and not callable(getattr(type(model), "training_step", None)))
+            or (
+                stage == "fit"
+                and getattr(type(model), "training_step", None) is TrainModule.training_step
+            )
+        ):
+            raise MisconfigurationError(
+                f"{type(model).__name__} defines no training_step; fit needs one"
+            )
+        from trainkit.distributed import launcher
+
+        if launcher.needs_launch(self.strategy):
+            raise SystemExit(launcher.launch_ranks(self.strategy))
+        if (
+            self.strategy.spawns_processes
+            and not self.cluster.external
+            and self.strategy.world_size > 1
+        ):
+            from trainkit.distributed.spawn import spawn_stage
+
+            return spawn_stage(self, stage, model, datamodule, ckpt_path, loaders)
+        return self._run_stage(stage, model, datamodule, ckpt_path, loaders)
+
+    def _run_stage(
+        self, stage: str, model: TrainModule, datamodule: Any, ckpt_path: str | None, loaders: tuple
+    ) -> Any:
+        from trainkit.run_setup import setup_run, teardown_run
+
+        self.state = stage
+        try:
+            setup_run(self, stage, model, datamodule)
+            if stage == "fit":
+                return self._fit(ckpt_path, *loaders)
+            if stage == "predict":
+                return self._predict(ckpt_path, *loaders)
+            return self._evaluate(stage, ckpt_path, *loaders)
+        except BaseException as error:
+            for callback in self.callbacks:
+                callback.on_exception(self, model, error)
+            raise
+        finally:
+            teardown_run(self, stage)
+
+    def _fit(self, ckpt_path: str | None, train_loaders: Any, val_loaders: Any) -> None:
+        module = self.lightning_module
+        train = self._loaders("train", train_loaders)
+        if not train:
+            raise MisconfigurationError(
+                "fit needs training data: pass train_dataloaders, a datamodule, or define train_dataloader"
+            )
+        self.train_loader = train[0]
+        self.val_loaders = self._loaders("val", val_loaders)
+        if self.limit_val_batches == 0:
+            self.val_loaders = []
+        self._wrapped = self.strategy.setup_module(module)
+        if module.automatic_optimization or overrides_configure(module):
+            self.optimizers, self.lr_scheduler_configs = parse_optimizers(
+                module.configure_optimizers()
+            )
+        if module.automatic_optimization and len(self.optimizers) > 1:
+            raise MisconfigurationError(
+                f"{len(self.optimizers)} optimizers need manual optimization: set "
+                "self.automatic_optimization = False and step them in training_step"
+            )
+        self._resolve_step_hooks()
+        if ckpt_path is not None:
+            checkpoint_state.restore(self, self._resolve_ckpt_path(ckpt_path), full=True)
+        self._log_hyperparams()
+        FitLoop(self).run()
+
+    def _evaluate(
+        self, stage: str, ckpt_path: str | None, dataloaders: Any, verbose: bool
+    ) -> list[dict[str, float]]:
+        loaders = self._loaders("val" if stage == "validate" else "test", dataloaders)
+        if not loaders:
+            raise MisconfigurationError(
+                f"{stage} needs data: pass dataloaders or a datamodule with one"
+            )
+        self.lightning_module.to(self.strategy.root_device)
+        if ckpt_path is not None:
+            checkpoint_state.restore(self, self._resolve_ckpt_path(ckpt_path), full=False)
+        loop_stage = "validation" if stage == "validate" else "test"
+        limit = self.limit_val_batches if stage == "validate" else self.limit_test_batches
+        results = EvalLoop(self, loop_stage).run(loaders, limit)
+        as_floats = [{k: to_float(v) for k, v in r.items()} for r in results]
+        if verbose and self.is_global_zero:
+            from trainkit.report import print_metrics
+
+            print_metrics(stage, as_floats)
+        return as_floats
+
+    def _predict(self, ckpt_path: str | None, dataloaders: Any) -> list[Any]:
+        loaders = self._loaders("predict", dataloaders)
+        if not loaders:
+            raise MisconfigurationError(
+                "predict needs data: pass dataloaders or a datamodule with one"
+            )
+        self.lightning_module.to(self.strategy.root_device)
+        if ckpt_path is not None:
+            checkpoint_state.restore(self, self._resolve_ckpt_path(ckpt_path), full=False)
+        outputs = PredictLoop(self).run(loaders, self.limit_predict_batches)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def _loaders(self, kind: str, given: Any) -> list[Any]:
+        if given is None:
+            source = self.datamodule if self.datamodule is not None else self.lightning_module
+            method = getattr(source, f"{kind}_dataloader", None)
+            given = method() if callable(method) else None
+        sampler_kwargs = self.strategy.distributed_sampler_kwargs()
+        return [
+            prepare_loader(loader, sampler_kwargs, kind == "train", self.use_distributed_sampler)
+            for loader in as_loader_list(given)
+        ]
+
+    def _resolve_ckpt_path(self, ckpt_path: str) -> str:
+        from trainkit.checkpoint_io import find_checkpoint, load_checkpoint
+
+        callback = self.checkpoint_callback
+        if ckpt_path == "last":
+            if (
+                callback is not None
+                and callback.last_model_path
+                and Path(callback.last_model_path).is_file()
+            ):
+                return callback.last_model_path
+            found = find_checkpoint(self.default_root_dir)
+            if found is None:
+                raise FileNotFoundError(
+                    f"ckpt_path 'last': no last.ckpt under {self.default_root_dir!r}; train first"
+                )
+            return str(found)
+        if ckpt_path == "best":
+            if callback is not None and callback.best_model_path:
+                return callback.best_model_path
+            last = load_checkpoint(
+                self._resolve_ckpt_path("last"), weights_only=self.checkpoint_weights_only
+            )
+            for state in last.get("callbacks", {}).values():
+                if state.get("best_model_path"):
+                    return state["best_model_path"]
+            raise FileNotFoundError(
+                "ckpt_path 'best': no best checkpoint recorded; use 'last' or a path"
+            )
+        return ckpt_path
+
+    # ---- pieces the loops call ----------------------------------------------------------------------
+    def _call(self, name: str, *args: Any) -> None:
+        for hook in bound_hooks(self, name):
+            hook(*args)
+
+    def _resolve_step_hooks(self) -> None:
+        self._before_backward = bound_hooks(self, "on_before_backward")
+        self._after_backward = bound_hooks(self, "on_after_backward")
+        self._before_optimizer_step = bound_hooks(self, "on_before_optimizer_step")
+        self._before_zero_grad = [h for h in bound_hooks(self, "on_before_zero_grad")]
+        self._step_schedulers = [c for c in self.lr_scheduler_configs if c.interval == "step"]
+        self._clip = self.gradient_clip_val is not None and self.gradient_clip_val > 0
+        self._params = [p for p in self.lightning_module.parameters() if p.requires_grad]
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        for hook in self._before_backward:
+            hook(loss)
+        self.precision_plugin.backward(loss)
+        for hook in self._after_backward:
+            hook()
+
+    def _optimizer_step(self, batch_idx: int) -> None:
+        optimizer = self.optimizers[0]
+        precision = self.precision_plugin
+        if self._clip or self._before_optimizer_step:
+            precision.unscale(optimizer)
+        for hook in self._before_optimizer_step:
+            hook(optimizer)
+        if self._clip:
+            if self.gradient_clip_algorithm == "norm":
+                torch.nn.utils.clip_grad_norm_(self._params, self.gradient_clip_val)
+            else:
+                torch.nn.utils.clip_grad_value_(self._params, self.gradient_clip_val)
+        precision.step(optimizer)
+        precision.update()
+        for hook in self._before_zero_grad:
+            hook(optimizer)
+        optimizer.zero_grad(set_to_none=True)
+        for config in self._step_schedulers:
+            if (self.global_step + 1) % config.frequency == 0:
+                config.scheduler.step()
+
+    def _new_store(self, stage: str) -> MetricStore:
+        train = stage == "train"
+        store = MetricStore(stage, default_on_step=train, default_on_epoch=not train)
+        if self.strategy.is_distributed:
+            store.reducer = self.strategy.reduce
+        self._metric_store = store
+        return store
+
+    def _new_train_store(self) -> MetricStore:
+        self._train_store = self._new_store("train")
+        return self._train_store
+
+    def _val_every_n_batches(self) -> int:
+        if not self.val_loaders or (self.current_epoch + 1) % self.check_val_every_n_epoch:
+            return 0
+        if isinstance(self.val_check_interval, int):
+            return self.val_check_interval
+        total = self.num_training_batches
+        if total == math.inf:
+            raise MisconfigurationError(
+                "val_check_interval as a fraction needs a sized train loader; use an int"
+            )
+        return max(1, int(total * self.val_check_interval))
+
+    def _run_validation(self) -> None:
+        EvalLoop(self, "validation").run(self.val_loaders, self.limit_val_batches)
+        self._metric_store = self._train_store
+
+    def _record_eval_metrics(
+        self, store: MetricStore, results: list[dict[str, torch.Tensor]]
+    ) -> None:
+        merged: dict[str, torch.Tensor] = {}
+        for result in results:
+            merged.update(result)
+        self._epoch_metrics.update(merged)
+        self._note_prog_bar(store, merged)
+        logged = {k: to_float(v) for k, v in merged.items() if store.meta[k].logger}
+        if logged:
+            if self.state == "fit":
+                logged["epoch"] = self.current_epoch
+            self.log_to_loggers(logged, self.global_step)
+
+    def _note_prog_bar(self, store: MetricStore, values: dict[str, Any]) -> None:
+        for name in values:
+            meta = store.meta[name]
+            if meta.prog_bar:
+                self._prog_bar_epoch_keys[meta.epoch_key(name)] = None
+
+    def _log_step_metrics(self, store: MetricStore) -> None:
+        metrics = {k: to_float(v) for k, v in store.step_metrics(for_logger=True).items()}
+        if metrics:
+            metrics["epoch"] = self.current_epoch
+            self.log_to_loggers(metrics, self.global_step)
+
+    def _finish_train_epoch(self, store: MetricStore) -> None:
+        monitors = [cb for cb in self.callbacks if getattr(cb, "order", 0) > 0]
+        for callback in self.callbacks:
+            if callback not in monitors:
+                callback.on_train_epoch_end(self, self.lightning_module)
+        store.default_on_step, store.default_on_epoch = False, True
+        self.lightning_module.on_train_epoch_end()
+        reduced = store.reduce_epoch()
+        epoch_values = store.epoch_keys(reduced)
+        self._epoch_metrics.update(reduced)
+        self._epoch_metrics.update(epoch_values)
+        self._note_prog_bar(store, reduced)
+        logged = {k: to_float(v) for k, v in store.epoch_keys(reduced, for_logger=True).items()}
+        if logged:
+            logged["epoch"] = self.current_epoch
+            self.log_to_loggers(logged, self.global_step)
+        for config in self.lr_scheduler_configs:
+            if config.interval == "epoch" and (self.current_epoch + 1) % config.frequency == 0:
+                self._step_scheduler(config)
+        for callback in monitors:
+            callback.on_train_epoch_end(self, self.lightning_module)
+        for logger in self.loggers if self.is_global_zero else ():
+            logger.save()
+        self.current_epoch += 1
+
+    def _step_scheduler(self, config: SchedulerConfig) -> None:
+        if config.needs_metric or config.monitor:
+            metrics = self.callback_metrics
+            if config.monitor not in metrics:
+                raise KeyError(
+                    f"lr_scheduler monitor {config.monitor!r} was not logged; logged: {sorted(metrics)}"
+                )
+            config.scheduler.step(to_float(metrics[config.monitor]))
+        else:
+            config.scheduler.step()
+
+    def log_to_loggers(self, metrics: dict[str, float], step: int) -> None:
+        """Send floats to every logger (global rank 0 only)."""
+        if self.is_global_zero:
+            for logger in self.loggers:
+                logger.log_metrics(metrics, step)
+
+    def _log_hyperparams(self) -> None:
+        from trainkit.run_setup import log_hyperparams
+
+        log_hyperparams(self)
+
+    # ---- checkpoints ------------------------------------------------------------------------------
+    def save_checkpoint(self, path: str) -> None:
+        """Write a full checkpoint (call on every rank; global rank 0 writes)."""
+        checkpoint = checkpoint_state.dump(self)
+        if self.is_global_zero:
+            from trainkit.checkpoint_io import save_checkpoint
+
+            save_checkpoint(checkpoint, path)
+        self.strategy.barrier()
+
+    def _collect_rng(self) -> Any:
+        from trainkit.seed import collect_rng_states
+
+        return collect_rng_states()
+
+    def _restore_resume_rng(self, after_skip: bool = False) -> None:
+        checkpoint_state.restore_rng(self, after_skip)
+
+    def _resume_batches_to_skip(self) -> int:
+        return checkpoint_state.batches_to_skip(self)
+
+
+def overrides_configure(module: TrainModule) -> bool:
+    return type(module).configure_optimizers is not TrainModule.configure_optimizers
+
+
+def _check_positive(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"trainer.{name}", value, "an int >= 1")
+
+
+def _build_loggers(logger: Any, root: str) -> list[Logger]:
+    if logger is True:
+        from trainkit.loggers import CSVLogger, TensorBoardLogger
+
+        return [TensorBoardLogger(root), CSVLogger(root)]
+    if logger in (False, None):
+        return []
+    loggers = list(logger) if isinstance(logger, list | tuple) else [logger]
+    for item in loggers:
+        if not isinstance(item, Logger):
+            raise ConfigError("trainer.logger", item, "true, false or Logger instances")
+    return loggers
+
+
+def _build_callbacks(callbacks: Any, progress: bool, checkpointing: bool) -> list[Callback]:
+    from trainkit.callbacks.checkpoint import ModelCheckpoint
+    from trainkit.callbacks.progress import ProgressBar
+
+    items = (
+        list(callbacks) if isinstance(callbacks, list | tuple) else [callbacks] if callbacks else []
+    )
+    for item in items:
+        if not isinstance(item, Callback):
+            raise ConfigError("trainer.callbacks", item, "Callback instances")
+    if progress and not any(isinstance(cb, ProgressBar) for cb in items):
+        items.append(ProgressBar())
+    if checkpointing and not any(isinstance(cb, ModelCheckpoint) for cb in items):
+        items.append(ModelCheckpoint())
+    return sort_callbacks(items)
+
+
+def sort_callbacks(items: list[Callback]) -> list[Callback]:
+    """Monitoring callbacks last: early stopping, then checkpointing, then the progress bar."""
+    return sorted(items, key=lambda cb: getattr(cb, "order", 0))
