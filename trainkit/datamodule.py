@@ -55,4 +55,4 @@ class DataModule:
         """Store the ``__init__`` arguments in ``self.hparams`` and checkpoints."""
         frame = inspect.currentframe()
         init_args = collect_init_args(frame.f_back, self) if frame else {}
-        self._hparams.update(select_hparams(init_args, names, ignore))
+        self._hparams = AttributeDict(select_hparams(init_args, names, ignore))

@@ -22,12 +22,12 @@ class AttributeDict(dict):
 
 
 def collect_init_args(frame: FrameType, target: object) -> dict[str, Any]:
-    """Walk up from ``frame`` to the outermost ``__init__`` of ``target`` and return its arguments."""
+    """Arguments of every ``__init__`` of ``target`` on the stack; a subclass's override its parent's."""
     found: dict[str, Any] = {}
     while frame is not None:
         code = frame.f_code
         if code.co_name == "__init__" and frame.f_locals.get("self") is target:
-            found = _frame_arguments(frame)
+            found.update(_frame_arguments(frame))
         frame = frame.f_back
     return found
 

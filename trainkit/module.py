@@ -177,7 +177,7 @@ class TrainModule(HooksMixin, nn.Module):
         """Store the ``__init__`` arguments in ``self.hparams``, checkpoints and hparams.yaml."""
         frame = inspect.currentframe()
         init_args = collect_init_args(frame.f_back, self) if frame else {}
-        self._hparams.update(select_hparams(init_args, names, ignore))
+        self._hparams = AttributeDict(select_hparams(init_args, names, ignore))
 
     @classmethod
     def load_from_checkpoint(cls, path: str, map_location: Any = "cpu", **overrides: Any):

@@ -324,13 +324,9 @@ class Trainer:
             raise MisconfigurationError(
                 f"Trainer.{stage}() needs a model; none was given or fitted before"
             )
-        if (
-            (stage == "fit"
-            and not callable(getattr(type(model), "training_step", None)))
-            or (
-                stage == "fit"
-                and getattr(type(model), "training_step", None) is TrainModule.training_step
-            )
+        if (stage == "fit" and not callable(getattr(type(model), "training_step", None))) or (
+            stage == "fit"
+            and getattr(type(model), "training_step", None) is TrainModule.training_step
         ):
             raise MisconfigurationError(
                 f"{type(model).__name__} defines no training_step; fit needs one"
@@ -583,14 +579,18 @@ class Trainer:
         if logged:
             logged["epoch"] = self.current_epoch
             self.log_to_loggers(logged, self.global_step)
-        for config in self.lr_scheduler_configs:
+        completed = self.num_training_batches_seen >= self.num_training_batches or not (
+            0 <= self.max_steps <= self.global_step
+        )
+        for config in self.lr_scheduler_configs if completed else ():
             if config.interval == "epoch" and (self.current_epoch + 1) % config.frequency == 0:
                 self._step_scheduler(config)
         for callback in monitors:
             callback.on_train_epoch_end(self, self.lightning_module)
         for logger in self.loggers if self.is_global_zero else ():
             logger.save()
-        self.current_epoch += 1
+        if completed:  # an epoch cut short by max_steps is resumed, not counted
+            self.current_epoch += 1
 
     def _step_scheduler(self, config: SchedulerConfig) -> None:
         if config.needs_metric or config.monitor:

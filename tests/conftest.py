@@ -1,0 +1,77 @@
+"""Shared fixtures: a quiet Trainer factory and a CLI runner that drives the real console script."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def make_trainer(tmp_path):
+    """Build a CPU Trainer writing under tmp_path, with no bar/logger/checkpoints unless asked."""
+    from trainkit import Trainer
+
+    def make(**kwargs):
+        options = dict(
+            accelerator="cpu",
+            devices=1,
+            default_root_dir=str(tmp_path),
+            enable_progress_bar=False,
+            logger=False,
+            enable_checkpointing=False,
+            num_sanity_val_steps=0,
+        )
+        options.update(kwargs)
+        return Trainer(**options)
+
+    return make
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    for key in (
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "TORCHELASTIC_RUN_ID",
+        "SLURM_NTASKS",
+        "OMPI_COMM_WORLD_SIZE",
+        "TRAINKIT_GLOBAL_SEED",
+        "NODE_RANK",
+    ):
+        env.pop(key, None)
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def run_cli(tmp_path):
+    """Run ``python -m trainkit ARGS`` in tmp_path; returns the CompletedProcess."""
+
+    def run(
+        *args: str, timeout: float = 120, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "trainkit", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env or cli_env(),
+        )
+
+    return run
+
+
+@pytest.fixture
+def autoencoder_config():
+    return str(REPO / "configs" / "autoencoder.yaml")
