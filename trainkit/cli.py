@@ -66,6 +66,7 @@ class TrainkitCLI:
             self.prog = "trainkit"
         self.subcommand = self._subcommand(argv)
         from jsonargparse import ArgumentError
+        from omegaconf.errors import OmegaConfBaseException
 
         from trainkit.cli_parser import build_parser, instantiate
         from trainkit.errors import ConfigError
@@ -83,6 +84,13 @@ class TrainkitCLI:
             fail(summarize(str(err), hint), self.prog)
         except ConfigError as err:
             fail(str(err), self.prog)
+        except OmegaConfBaseException as err:
+            reason = str(err).splitlines()[0]
+            fail(
+                f"config interpolation failed: {reason}; expected ${{section.key}} or "
+                f"${{oc.env:VAR,default}}; {hint}",
+                self.prog,
+            )
         if run:
             self.result = self.run()
 

@@ -117,6 +117,7 @@ class ConfiguredOptimizers:
         self.scheduler = scheduler
 
     def __call__(self) -> Any:
+
         optimizer = instantiate_class(self.module.parameters(), self.optimizer)
         if self.scheduler is None:
             return optimizer

@@ -593,7 +593,7 @@ class Trainer:
             self.current_epoch += 1
 
     def _step_scheduler(self, config: SchedulerConfig) -> None:
-        if config.needs_metric or config.monitor:
+        if config.needs_metric:
             metrics = self.callback_metrics
             if config.monitor not in metrics:
                 raise KeyError(

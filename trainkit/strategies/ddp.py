@@ -70,6 +70,12 @@ class DDPStrategy(Strategy):
         self.process_group_backend = process_group_backend
         self.timeout_s = timeout_s
 
+    def connect(self, selection: Any, num_nodes: int, cluster: Any) -> None:
+        super().connect(selection, num_nodes, cluster)
+        resolve_backend(
+            selection.accelerator, self.process_group_backend
+        )  # fail before any rank starts
+
     @property
     def world_size(self) -> int:
         if self.cluster.external:

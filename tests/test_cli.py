@@ -1,0 +1,283 @@
+"""The ``trainkit`` console command, driven in subprocesses exactly as a user types it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from tests.conftest import REPO, cli_env
+
+FAST = ["--trainer.max_epochs", "2", "--data.init_args.num_samples", "512"]
+
+
+def version_dirs(root: Path) -> list[Path]:
+    return sorted((root / "runs" / "autoencoder" / "trainkit_logs").glob("version_*"))
+
+
+def test_fit_then_test_validate_predict_from_the_last_checkpoint(
+    run_cli, autoencoder_config, tmp_path
+):
+    fit = run_cli("fit", "-c", autoencoder_config, *FAST)
+    assert fit.returncode == 0, fit.stderr
+    run = version_dirs(tmp_path)[0]
+    assert (run / "checkpoints" / "last.ckpt").is_file()
+    assert (run / "metrics.csv").is_file() and list(run.glob("events.out.tfevents.*"))
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["trainer"]["max_epochs"] == 2 and saved["seed_everything"] == 42
+
+    test = run_cli("test", "-c", autoencoder_config, "--ckpt_path", "last")
+    assert test.returncode == 0, test.stderr
+    assert "test_loss" in test.stdout
+    validate = run_cli("validate", "-c", autoencoder_config, "--ckpt_path", "best")
+    assert validate.returncode == 0 and "val_loss" in validate.stdout
+    predict = run_cli("predict", "-c", autoencoder_config, "--ckpt_path", "last")
+    assert predict.returncode == 0, predict.stderr
+    path = Path(predict.stdout.strip().splitlines()[-1].split(" to ")[-1])
+    predictions = torch.load(tmp_path / path if not path.is_absolute() else path)
+    assert predictions[0].shape == (64, 4)
+
+
+def test_fit_resumes_with_ckpt_path_last(run_cli, autoencoder_config, tmp_path):
+    assert run_cli("fit", "-c", autoencoder_config, *FAST).returncode == 0
+    resumed = run_cli(
+        "fit",
+        "-c",
+        autoencoder_config,
+        *FAST[2:],
+        "--trainer.max_epochs",
+        "3",
+        "--ckpt_path",
+        "last",
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    lines = [line for line in resumed.stdout.splitlines() if line.startswith("epoch")]
+    assert [line.split(":")[0] for line in lines] == ["epoch 2"]
+
+
+def test_later_configs_and_dotted_overrides_win(run_cli, autoencoder_config, tmp_path):
+    override = tmp_path / "override.yaml"
+    override.write_text("trainer:\n  max_epochs: 7\nmodel:\n  init_args:\n    hidden: 16\n")
+    printed = run_cli(
+        "fit",
+        "-c",
+        autoencoder_config,
+        "-c",
+        str(override),
+        "--model.init_args.hidden",
+        "8",
+        "--print_config",
+    )
+    config = yaml.safe_load(printed.stdout)
+    assert config["trainer"]["max_epochs"] == 7 and config["model"]["init_args"]["hidden"] == 8
+
+
+def test_print_config_round_trips(run_cli, autoencoder_config, tmp_path):
+    first = run_cli("fit", "-c", autoencoder_config, "--trainer.max_epochs", "3", "--print_config")
+    assert first.returncode == 0, first.stderr
+    saved = tmp_path / "resolved.yaml"
+    saved.write_text(first.stdout)
+    second = run_cli("fit", "-c", str(saved), "--print_config")
+    assert yaml.safe_load(second.stdout) == yaml.safe_load(first.stdout)
+
+
+def test_omegaconf_interpolation_and_env_defaults(run_cli, tmp_path):
+    config = tmp_path / "interp.yaml"
+    config.write_text(
+        textwrap.dedent("""
+        model:
+          class_path: trainkit.demos.autoencoder.AutoEncoder
+          init_args: {hidden: 24, latent: 3}
+        data:
+          class_path: trainkit.demos.autoencoder.SyntheticDataModule
+          init_args: {rank: "${model.init_args.latent}"}
+        trainer:
+          default_root_dir: ${oc.env:TK_TEST_ROOT,/tmp/fallback}
+    """)
+    )
+    printed = run_cli(
+        "fit", "-c", str(config), "--print_config", env=cli_env(TK_TEST_ROOT=str(tmp_path / "r"))
+    )
+    resolved = yaml.safe_load(printed.stdout)
+    assert resolved["data"]["init_args"]["rank"] == 3
+    assert resolved["trainer"]["default_root_dir"] == str(tmp_path / "r")
+
+
+def test_optimizer_and_lr_scheduler_sections_replace_configure_optimizers(
+    run_cli, autoencoder_config, tmp_path
+):
+    result = run_cli(
+        "fit",
+        "-c",
+        autoencoder_config,
+        *FAST,
+        "--optimizer",
+        "SGD",
+        "--optimizer.lr",
+        "0.5",
+        "--optimizer.momentum",
+        "0.9",
+        "--lr_scheduler",
+        "StepLR",
+        "--lr_scheduler.step_size",
+        "1",
+        "--lr_scheduler.gamma",
+        "0.1",
+    )
+    assert result.returncode == 0, result.stderr
+    checkpoint = torch.load(
+        version_dirs(tmp_path)[0] / "checkpoints" / "last.ckpt", weights_only=True
+    )
+    group = checkpoint["optimizer_states"][0]["param_groups"][0]
+    assert group["momentum"] == 0.9 and group["lr"] == pytest.approx(0.5 * 0.1**2)
+
+
+def test_top_level_help_lists_subcommands_without_importing_torch():
+    code = "import sys\nfrom trainkit.cli import main\ntry:\n main(['--help'])\nexcept SystemExit:\n pass\nprint('torch' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=cli_env()
+    ).stdout
+    assert all(name in out for name in ("fit", "validate", "test", "predict"))
+    assert out.strip().endswith("False")
+
+
+def test_fit_help_documents_trainer_model_and_data_arguments(run_cli, autoencoder_config):
+    help_text = run_cli("fit", "-c", autoencoder_config, "--help").stdout
+    assert "--trainer.devices" in help_text and "Stop after this many epochs" in help_text
+    assert "--model.help" in help_text
+    model_help = run_cli("fit", "--model.help", "trainkit.demos.autoencoder.AutoEncoder").stdout
+    assert "--model.hidden" in model_help and "Width of the hidden layer" in model_help
+
+
+def test_user_script_with_fixed_classes(tmp_path):
+    script = tmp_path / "main.py"
+    script.write_text(
+        textwrap.dedent("""
+        from trainkit import TrainkitCLI
+        from trainkit.demos.autoencoder import AutoEncoder, SyntheticDataModule
+
+        def cli_main():
+            TrainkitCLI(AutoEncoder, SyntheticDataModule)
+
+        if __name__ == "__main__":
+            cli_main()
+    """)
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "fit",
+            "--model.hidden",
+            "8",
+            "--data.num_samples",
+            "256",
+            "--trainer.max_epochs",
+            "1",
+            "--trainer.default_root_dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=cli_env(),
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    saved = yaml.safe_load(next(tmp_path.glob("trainkit_logs/version_0/config.yaml")).read_text())
+    assert saved["model"]["hidden"] == 8
+
+
+BAD_INPUTS = [
+    (["train"], "'train'"),
+    (["fit", "-c", "{cfg}", "--trainer.bogus", "1"], "--trainer.bogus"),
+    (["fit", "-c", "{cfg}", "--trainer.max_epochs", "abc"], "trainer.max_epochs 'abc'"),
+    (["fit"], "model"),
+    (["fit", "--model", "nope.Nope"], "'nope.Nope'"),
+    (["fit", "-c", "{bad_yaml}"], "parsing config"),
+    (["fit", "-c", "{bad_interp}"], "model.init_args.nothere"),
+    (["fit", "-c", "/nonexistent/config.yaml"], "'/nonexistent/config.yaml'"),
+    (["fit", "-c", "{cfg}", "--trainer.devices", "3-1"], "'3-1'"),
+    (["fit", "-c", "{cfg}", "--trainer.devices", "0,0"], "'0,0'"),
+    (["fit", "-c", "{cfg}", "--trainer.devices", "-2"], "-2"),
+    (["fit", "-c", "{cfg}", "--trainer.accelerator", "gpu", "--trainer.devices", "1"], "no CUDA"),
+    (["fit", "-c", "{cfg}", "--trainer.precision", "64"], "'64'"),
+    (["fit", "-c", "{cfg}", "--trainer.precision", "16-mixed"], "bf16-mixed"),
+    (["fit", "-c", "{cfg}", "--trainer.strategy", "horovod"], "'horovod'"),
+    (["fit", "-c", "{cfg}", "--model.init_args.hidden", "x"], "model.init_args.hidden 'x'"),
+    (["fit", "-c", "{cfg}", "--optimizer", "Adamm"], "'Adamm'"),
+    (
+        ["fit", "-c", "{cfg}", "--lr_scheduler", "StepLR", "--lr_scheduler.step_size", "1"],
+        "optimizer section",
+    ),
+    (["test", "-c", "{cfg}", "--ckpt_path", "/nope.ckpt"], "'/nope.ckpt'"),
+    (
+        ["test", "-c", "{cfg}", "--ckpt_path", "last", "--trainer.default_root_dir", "empty"],
+        "'last'",
+    ),
+    (
+        ["fit", "-c", "{cfg}", "--trainer.devices", "2", "--trainer.strategy", "ddp"],
+        "TRAINKIT_DISTRIBUTED_BACKEND",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "named"), BAD_INPUTS, ids=[" ".join(a[-2:]) for a, _ in BAD_INPUTS]
+)
+def test_bad_input_exits_2_with_one_line_and_no_traceback(
+    tmp_path, autoencoder_config, args, named
+):
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("model: [unclosed\n")
+    bad_interp = tmp_path / "interp.yaml"
+    bad_interp.write_text(
+        "model:\n  class_path: trainkit.demos.autoencoder.AutoEncoder\n"
+        "  init_args:\n    hidden: ${model.init_args.nothere}\n"
+    )
+    paths = {"cfg": autoencoder_config, "bad_yaml": str(bad_yaml), "bad_interp": str(bad_interp)}
+    argv = [a.format(**paths) for a in args]
+    result = subprocess.run(
+        [sys.executable, "-m", "trainkit", *argv],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=cli_env(TRAINKIT_DISTRIBUTED_BACKEND="nccl"),
+    )
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("trainkit: error: ") and named in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_errors_in_user_code_keep_their_traceback(tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trainkit",
+            "fit",
+            "-c",
+            str(REPO / "configs" / "autoencoder.yaml"),
+            "--model",
+            "tests.helpers.models.Failing",
+            "--model.init_args.fail_rank",
+            "0",
+            "--trainer.max_epochs",
+            "1",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=cli_env(),
+    )
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr and "boom on purpose" in result.stderr
