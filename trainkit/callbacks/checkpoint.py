@@ -131,6 +131,8 @@ class ModelCheckpoint(Callback):
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if self.dirpath is None:
+            self.dirpath = state_dict.get("dirpath")
         if state_dict.get("dirpath") == self.dirpath:
             self.best_k_models = dict(state_dict["best_k_models"])
             self.best_model_path = state_dict["best_model_path"]

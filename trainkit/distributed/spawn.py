@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 from typing import TYPE_CHECKING, Any
+
+import torch
 
 from trainkit.distributed.env import detect_environment
 from trainkit.distributed.launcher import find_free_port
@@ -79,7 +82,7 @@ def spawn_stage(
         nprocs=strategy.selection.count,
         start_method=strategy.start_method,
     )
-    result = queue.get()
+    result = torch.load(io.BytesIO(queue.get()), weights_only=False)
     model.load_state_dict(result["state_dict"])
     trainer.lightning_module, model.trainer = model, trainer
     trainer.datamodule = datamodule
@@ -120,19 +123,22 @@ def _run_rank(
     strategy.connect(trainer.selection, strategy.num_nodes, trainer.cluster)
     output = trainer._run_stage(stage, model, datamodule, ckpt_path, loaders)
     if trainer.is_global_zero:
-        queue.put(
-            {
-                "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-                "epoch": trainer.current_epoch,
-                "global_step": trainer.global_step,
-                "metrics": {
-                    k: v.detach().cpu() if hasattr(v, "detach") else v
-                    for k, v in trainer._epoch_metrics.items()
-                },
-                "log_dir": trainer.log_dir,
-                "callbacks": {cb.state_key: cb.state_dict() for cb in trainer.callbacks},
-                "output": output,
-            }
-        )
+        result = {
+            "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+            "epoch": trainer.current_epoch,
+            "global_step": trainer.global_step,
+            "metrics": {
+                k: v.detach().cpu() if hasattr(v, "detach") else v
+                for k, v in trainer._epoch_metrics.items()
+            },
+            "log_dir": trainer.log_dir,
+            "callbacks": {cb.state_key: cb.state_dict() for cb in trainer.callbacks},
+            "output": output,
+        }
+        buffer = (
+            io.BytesIO()
+        )  # bytes, not shared-memory tensors: this rank exits before the parent reads
+        torch.save(result, buffer)
+        queue.put(buffer.getvalue())
     strategy.barrier()
     strategy.teardown()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 from collections.abc import Callable
@@ -35,6 +36,11 @@ def resolve_backend(accelerator: str, requested: str | None = None) -> str:
     if backend == "nccl" and accelerator != "gpu":
         raise ConfigError(source, requested, "gloo on CPU", "nccl needs GPUs; use gloo")
     return backend
+
+
+def _destroy_process_group() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 class _StepForwarder(nn.Module):
@@ -103,6 +109,7 @@ class DDPStrategy(Strategy):
         if dist.is_initialized():
             return
         self.init_process_group()
+        atexit.register(_destroy_process_group)  # gloo threads left running abort the interpreter
 
     def init_process_group(self) -> None:
         """Join the process group (override for a custom rendezvous)."""
@@ -143,8 +150,7 @@ class DDPStrategy(Strategy):
         return {"num_replicas": self.world_size, "rank": self.global_rank}
 
     def teardown(self) -> None:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        _destroy_process_group()
 
     def reduce(self, tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
         return all_reduce(tensor, op)

@@ -1,0 +1,78 @@
+"""Models that report what each rank saw, for the multi-process tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from trainkit import DataModule
+from trainkit.demos.autoencoder import AutoEncoder
+
+
+class IndexedPoints(Dataset):
+    """Synthetic points that also return their index, so samplers can be checked."""
+
+    def __init__(self, count: int, features: int = 32, seed: int = 0) -> None:
+        self.points = torch.randn(count, features, generator=torch.Generator().manual_seed(seed))
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        return self.points[index], index
+
+
+class IndexedData(DataModule):
+    """Train/val sets of indexed points."""
+
+    def __init__(
+        self, train_size: int = 64, val_size: int = 16, batch_size: int = 8, shuffle: bool = True
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+
+    def train_dataloader(self) -> DataLoader:
+        h = self.hparams
+        return DataLoader(IndexedPoints(h.train_size), batch_size=h.batch_size, shuffle=h.shuffle)
+
+    def val_dataloader(self) -> DataLoader:
+        h = self.hparams
+        return DataLoader(IndexedPoints(h.val_size, seed=1), batch_size=h.batch_size)
+
+
+class RankProbe(AutoEncoder):
+    """Records seen indices per epoch, logs rank-dependent values, dumps everything per rank."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.seen: dict[str, list[int]] = {}
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, index = batch
+        self.seen.setdefault(f"train{self.current_epoch}", []).extend(index.tolist())
+        return super().training_step([x], batch_idx)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        _, index = batch
+        if not self.trainer.sanity_checking:
+            self.seen.setdefault(f"val{self.current_epoch}", []).extend(index.tolist())
+        value = torch.tensor(float(self.global_rank + 1))
+        for fx in ("mean", "sum", "max", "min"):
+            self.log(f"rank_{fx}", value, sync_dist=True, reduce_fx=fx)
+        self.log("rank_unsynced", value)
+
+    def on_fit_end(self) -> None:
+        trainer = self.trainer
+        torch.save(
+            {
+                "seen": self.seen,
+                "state_dict": {k: v.detach().clone() for k, v in self.state_dict().items()},
+                "metrics": {k: float(v) for k, v in trainer.callback_metrics.items()},
+                "world_size": trainer.world_size,
+                "log_dir": trainer.log_dir,
+            },
+            Path(trainer.default_root_dir) / f"probe_rank{self.global_rank}.pt",
+        )

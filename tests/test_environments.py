@@ -1,0 +1,136 @@
+"""Who launched us: torchrun, SLURM, MPI, trainkit's own launcher or nobody. First match wins."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainkit.distributed.env import detect_environment
+from trainkit.distributed.launcher import World, build_rank_command
+from trainkit.errors import ConfigError
+from trainkit.strategies.ddp import resolve_backend
+
+
+def test_no_variables_means_a_lone_process():
+    env = detect_environment({})
+    assert env.name == "none" and not env.external and env.world_size == 1
+
+
+def test_torchrun_wins_over_everything():
+    env = detect_environment(
+        {
+            "TORCHELASTIC_RUN_ID": "x",
+            "WORLD_SIZE": "4",
+            "RANK": "3",
+            "LOCAL_RANK": "1",
+            "GROUP_RANK": "1",
+            "LOCAL_WORLD_SIZE": "2",
+            "MASTER_ADDR": "10.1.1.1",
+            "MASTER_PORT": "1234",
+            "SLURM_NTASKS": "8",
+            "SLURM_PROCID": "0",
+        }
+    )
+    assert (env.name, env.world_size, env.global_rank, env.local_rank, env.node_rank) == (
+        "torchrun",
+        4,
+        3,
+        1,
+        1,
+    )
+    assert (env.main_address, env.main_port) == ("10.1.1.1", 1234)
+
+
+def test_slurm_job():
+    env = detect_environment(
+        {
+            "SLURM_NTASKS": "8",
+            "SLURM_PROCID": "5",
+            "SLURM_LOCALID": "1",
+            "SLURM_NODEID": "1",
+            "SLURM_JOB_NUM_NODES": "2",
+            "SLURM_NODELIST": "gpu[03-04]",
+            "SLURM_JOB_ID": "4321",
+            "SLURM_JOB_NAME": "train",
+        }
+    )
+    assert (env.name, env.world_size, env.global_rank, env.local_rank, env.node_rank) == (
+        "slurm",
+        8,
+        5,
+        1,
+        1,
+    )
+    assert (
+        env.local_world_size == 4 and env.main_address == "gpu03" and env.main_port == 15000 + 4321
+    )
+
+
+def test_interactive_slurm_shell_is_not_a_job():
+    env = detect_environment({"SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_JOB_NAME": "bash"})
+    assert env.name == "none"
+
+
+def test_open_mpi():
+    env = detect_environment(
+        {
+            "OMPI_COMM_WORLD_SIZE": "4",
+            "OMPI_COMM_WORLD_RANK": "2",
+            "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+            "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+            "MASTER_ADDR": "head",
+        }
+    )
+    assert (env.name, env.world_size, env.global_rank, env.local_rank, env.node_rank) == (
+        "mpi",
+        4,
+        2,
+        0,
+        1,
+    )
+    assert env.main_address == "head"
+
+
+def test_trainkit_child():
+    env = detect_environment(
+        {"LOCAL_RANK": "1", "WORLD_SIZE": "2", "RANK": "1", "MASTER_PORT": "5555"}
+    )
+    assert (env.name, env.global_rank, env.main_port) == ("trainkit", 1, 5555)
+
+
+def test_build_rank_command_sets_every_variable_for_each_rank():
+    world = World(local_world_size=2, num_nodes=2, node_rank=1, main_address="head", main_port=6000)
+    argv, env = build_rank_command(
+        1, world, ["python", "-m", "trainkit", "fit"], {"PATH": "/bin"}, "/tmp/err"
+    )
+    assert argv == ["python", "-m", "trainkit", "fit"]
+    assert {
+        k: env[k]
+        for k in (
+            "MASTER_ADDR",
+            "MASTER_PORT",
+            "WORLD_SIZE",
+            "NODE_RANK",
+            "LOCAL_RANK",
+            "RANK",
+            "LOCAL_WORLD_SIZE",
+        )
+    } == {
+        "MASTER_ADDR": "head",
+        "MASTER_PORT": "6000",
+        "WORLD_SIZE": "4",
+        "NODE_RANK": "1",
+        "LOCAL_RANK": "1",
+        "RANK": "3",
+        "LOCAL_WORLD_SIZE": "2",
+    }
+    assert env["PATH"] == "/bin" and env["TRAINKIT_ERROR_FILE"] == "/tmp/err/rank1.json"
+
+
+def test_backend_defaults_and_override(monkeypatch):
+    monkeypatch.delenv("TRAINKIT_DISTRIBUTED_BACKEND", raising=False)
+    assert resolve_backend("cpu") == "gloo" and resolve_backend("gpu") == "nccl"
+    monkeypatch.setenv("TRAINKIT_DISTRIBUTED_BACKEND", "gloo")
+    assert resolve_backend("gpu") == "gloo"
+    monkeypatch.setenv("TRAINKIT_DISTRIBUTED_BACKEND", "smoke-signals")
+    with pytest.raises(ConfigError, match="TRAINKIT_DISTRIBUTED_BACKEND 'smoke-signals'"):
+        resolve_backend("cpu")
