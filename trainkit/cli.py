@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,24 @@ SUBCOMMANDS = {
 def main(argv: list[str] | None = None) -> None:
     """Console entry point."""
     TrainkitCLI(args=argv)
+    finish_rank()
+
+
+def finish_rank() -> None:
+    """After a successful run in a rank: sync, destroy the process group, and leave without
+    interpreter finalization (where gloo threads still holding tensors can abort the process)."""
+    torch = sys.modules.get("torch")
+    if (
+        torch is None
+        or not torch.distributed.is_available()
+        or not torch.distributed.is_initialized()
+    ):
+        return
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def fail(message: str, prog: str = "trainkit") -> None:

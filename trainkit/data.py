@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, RandomSampler
@@ -26,13 +27,32 @@ _LOADER_ARGS = (
 
 
 def prepare_loader(
-    loader: Any, sampler_kwargs: dict[str, int] | None, train: bool, use_distributed_sampler: bool
+    loader: Any,
+    sampler_kwargs: dict[str, int] | None,
+    train: bool,
+    use_distributed_sampler: bool,
+    batch_size: int | None = None,
 ) -> Any:
-    """Give ``loader`` a DistributedSampler when distributed (and allowed), and seeded workers."""
+    """Give ``loader`` a DistributedSampler when distributed (and allowed), a new batch size when
+    asked (``batch_size_mode: effective``), and seeded workers."""
     if not isinstance(loader, DataLoader):
         return loader
+    sampler = None
     if sampler_kwargs and use_distributed_sampler and _needs_sampler(loader):
-        loader = _with_distributed_sampler(loader, sampler_kwargs, train)
+        shuffle = train and isinstance(loader.sampler, RandomSampler)
+        seed = int(os.environ.get("TRAINKIT_GLOBAL_SEED", 0))
+        sampler = DistributedSampler(
+            loader.dataset,
+            shuffle=shuffle,
+            drop_last=train and loader.drop_last,
+            seed=seed,
+            **sampler_kwargs,
+        )
+    new_batch = (
+        batch_size if batch_size not in (None, loader.batch_size) and loader.batch_size else None
+    )
+    if sampler is not None or new_batch is not None:
+        loader = _rebuild(loader, sampler, new_batch)
     if workers_seeding_enabled() and loader.num_workers > 0 and loader.worker_init_fn is None:
         loader.worker_init_fn = worker_init_fn
     return loader
@@ -46,24 +66,16 @@ def _needs_sampler(loader: DataLoader) -> bool:
     return loader.batch_size is not None
 
 
-def _with_distributed_sampler(
-    loader: DataLoader, sampler_kwargs: dict[str, int], train: bool
-) -> DataLoader:
-    import os
-
-    shuffle = train and isinstance(loader.sampler, RandomSampler)
-    seed = int(os.environ.get("TRAINKIT_GLOBAL_SEED", 0))
-    sampler = DistributedSampler(
-        loader.dataset,
-        shuffle=shuffle,
-        drop_last=train and loader.drop_last,
-        seed=seed,
-        **sampler_kwargs,
-    )
+def _rebuild(loader: DataLoader, sampler: Any, batch_size: int | None) -> DataLoader:
+    """The same DataLoader with another sampler and/or batch size."""
     kwargs = {name: getattr(loader, name) for name in _LOADER_ARGS}
     if kwargs["num_workers"] == 0:
         kwargs.pop("prefetch_factor")
         kwargs["persistent_workers"] = False
+    if batch_size is not None:
+        kwargs["batch_size"] = batch_size
+    if sampler is None:
+        sampler = loader.sampler
     return DataLoader(loader.dataset, sampler=sampler, **kwargs)
 
 

@@ -21,6 +21,8 @@ from trainkit.module import TrainModule
 from trainkit.optim import SchedulerConfig, parse_optimizers
 from trainkit.precision import Precision, normalize_precision
 from trainkit.profiler import build_profiler
+from trainkit.run_summary import print_summary, summarize_run
+from trainkit.scaling import RunSummary, effective_batch_size, lr_factor, per_device_batch
 from trainkit.strategies import Strategy, select_strategy
 
 STAGES = ("fit", "validate", "test", "predict")
@@ -61,6 +63,10 @@ class Trainer:
         profiler: str | None = None,
         gpus: int | str | list[int] | None = None,
         checkpoint_weights_only: bool = True,
+        sync_batchnorm: bool = False,
+        lr_scaling: str = "none",
+        reference_batch_size: int | None = None,
+        batch_size_mode: str = "per_device",
     ) -> None:
         """
         Args:
@@ -94,6 +100,10 @@ class Trainer:
             profiler: None or 'simple' (per-hook timing table at the end).
             gpus: Older spelling of devices with accelerator 'gpu'.
             checkpoint_weights_only: Load checkpoints with torch.load(weights_only=True).
+            sync_batchnorm: Convert BatchNorm layers to SyncBatchNorm under ddp.
+            lr_scaling: Rescale the configured LR for the effective batch: 'none', 'linear', 'sqrt'.
+            reference_batch_size: The (effective) batch size the configured LR was tuned at.
+            batch_size_mode: 'per_device' (loader batch per rank) or 'effective' (divided by world size).
         """
         from trainkit.distributed.launcher import install_error_file_hook
 
@@ -106,6 +116,13 @@ class Trainer:
         self.num_nodes = num_nodes
         self.strategy = select_strategy(strategy, self.selection, num_nodes, self.cluster)
         self.precision_plugin = Precision(self.precision, self.strategy.root_device.type)
+        self.strategy.sync_batchnorm = sync_batchnorm
+        lr_factor(lr_scaling, reference_batch_size or 1, reference_batch_size)  # validate now
+        per_device_batch(self.strategy.world_size, self.strategy.world_size, batch_size_mode)
+        self.lr_scaling = lr_scaling
+        self.reference_batch_size = reference_batch_size
+        self.batch_size_mode = batch_size_mode
+        self.run_summary: RunSummary | None = None
         _check_positive("accumulate_grad_batches", accumulate_grad_batches)
         _check_positive("log_every_n_steps", log_every_n_steps)
         _check_positive("check_val_every_n_epoch", check_val_every_n_epoch)
@@ -152,6 +169,7 @@ class Trainer:
         self.profiler = build_profiler(profiler)
         self.loggers = _build_loggers(logger, self.default_root_dir)
         self.callbacks = _build_callbacks(callbacks, enable_progress_bar, enable_checkpointing)
+        self._show_summary = enable_progress_bar and not self.fast_dev_run
         # run state
         self.state: str | None = None
         self.current_epoch = 0
@@ -295,6 +313,17 @@ class Trainer:
         return 0 <= self.max_steps <= self.global_step or self.current_epoch + 1 >= self.max_epochs
 
     @property
+    def effective_batch_size(self) -> int | None:
+        """Samples per optimizer step across every rank (None before the train loader is known)."""
+        batch = getattr(self.train_loader, "batch_size", None)
+        if batch is None:
+            return None
+        devices = self.world_size // self.num_nodes if self.strategy.is_distributed else 1
+        return effective_batch_size(
+            batch, devices, self.num_nodes, self.accumulate_grad_batches, self.strategy.name
+        )
+
+    @property
     def estimated_stepping_batches(self) -> int | float:
         """Total optimizer steps this fit will take (for schedulers like OneCycleLR)."""
         from trainkit.data import limited_batches
@@ -387,9 +416,12 @@ class Trainer:
                 "self.automatic_optimization = False and step them in training_step"
             )
         self._resolve_step_hooks()
+        self.run_summary = summarize_run(self)
         if ckpt_path is not None:
             checkpoint_state.restore(self, self._resolve_ckpt_path(ckpt_path), full=True)
         self._log_hyperparams()
+        if self.is_global_zero and self._show_summary:
+            print_summary(self.run_summary)
         FitLoop(self).run()
 
     def _evaluate(
@@ -431,10 +463,23 @@ class Trainer:
             method = getattr(source, f"{kind}_dataloader", None)
             given = method() if callable(method) else None
         sampler_kwargs = self.strategy.distributed_sampler_kwargs()
-        return [
-            prepare_loader(loader, sampler_kwargs, kind == "train", self.use_distributed_sampler)
-            for loader in as_loader_list(given)
-        ]
+        prepared = []
+        for loader in as_loader_list(given):
+            batch_size = None
+            if kind == "train" and getattr(loader, "batch_size", None):
+                batch_size = per_device_batch(
+                    loader.batch_size, self.world_size, self.batch_size_mode
+                )
+            prepared.append(
+                prepare_loader(
+                    loader,
+                    sampler_kwargs,
+                    kind == "train",
+                    self.use_distributed_sampler,
+                    batch_size,
+                )
+            )
+        return prepared
 
     def _resolve_ckpt_path(self, ckpt_path: str) -> str:
         from trainkit.checkpoint_io import find_checkpoint, load_checkpoint

@@ -301,3 +301,27 @@ def test_ddp_spawn_names_the_attribute_that_cannot_be_pickled(tmp_path):
             match=r"model\.data\.stream: _io\.TextIOWrapper.*use strategy: ddp",
         ):
             trainer.fit(model, train_dataloaders=[])
+
+
+@pytest.mark.timeout(120)
+def test_two_nodes_each_with_its_own_launcher(start_cli, tmp_path):
+    port = str(find_free_port())
+    nodes = [
+        start_cli(
+            "fit",
+            "-c",
+            CONFIG,
+            *PROBE,
+            "--trainer.devices",
+            "1",
+            "--trainer.num_nodes",
+            "2",
+            env=cli_env(NODE_RANK=str(node), MASTER_ADDR="127.0.0.1", MASTER_PORT=port),
+        )
+        for node in (0, 1)
+    ]
+    results = [finish(node) for node in nodes]
+    assert [code for code, _, _ in results] == [0, 0], [err for _, _, err in results]
+    rank0, rank1 = probes(tmp_path)
+    assert rank0["world_size"] == 2
+    assert sorted(rank0["seen"]["train0"] + rank1["seen"]["train0"]) == list(range(64))

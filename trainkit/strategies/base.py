@@ -33,6 +33,7 @@ class Strategy:
     launches_processes = False  # trainkit re-executes the command once per local rank
     spawns_processes = False  # trainkit spawns ranks from this Python process
     is_distributed = False
+    sync_batchnorm = False
 
     def __init__(self) -> None:
         self.selection = DeviceSelection("cpu", (0,))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import warnings
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -123,6 +124,17 @@ class DDPStrategy(Strategy):
         )
 
     def setup_module(self, module: nn.Module) -> nn.Module:
+        has_batchnorm = any(
+            isinstance(m, nn.modules.batchnorm._BatchNorm) for m in module.modules()
+        )
+        if has_batchnorm and self.sync_batchnorm:
+            module = nn.SyncBatchNorm.convert_sync_batchnorm(module)
+        elif has_batchnorm and self.is_global_zero:
+            warnings.warn(
+                "BatchNorm under ddp normalises with per-rank statistics only; set trainer.sync_batchnorm: "
+                "true to use statistics of the whole effective batch",
+                stacklevel=2,
+            )
         module = module.to(self.root_device)
         return self.configure_ddp(_StepForwarder(module))
 

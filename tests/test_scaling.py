@@ -1,0 +1,115 @@
+"""Effective batch arithmetic, LR scaling rules, batch_size_mode, and the startup table."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tests.helpers.models import Regression, regression_loader
+from trainkit.errors import ConfigError
+from trainkit.scaling import effective_batch_size, lr_factor, per_device_batch
+
+
+@pytest.mark.parametrize(
+    ("strategy", "expected"),
+    [
+        ("ddp", 8 * 4 * 2 * 3),
+        ("ddp_spawn", 8 * 4 * 2 * 3),
+        ("fsdp", 8 * 4 * 2 * 3),
+        ("ddp_sharded", 8 * 4 * 2 * 3),
+        ("deepspeed", 8 * 4 * 2 * 3),
+        ("dp", 8 * 2 * 3),
+        ("ddp2", 8 * 2 * 3),
+    ],
+)
+def test_effective_batch_per_strategy_family(strategy, expected):
+    assert (
+        effective_batch_size(per_device=8, devices=4, num_nodes=2, accumulate=3, strategy=strategy)
+        == expected
+    )
+
+
+def test_lr_factors():
+    assert lr_factor("none", 512, None) == 1.0
+    assert lr_factor("linear", 512, 64) == 8.0
+    assert lr_factor("sqrt", 512, 64) == pytest.approx(math.sqrt(8))
+    with pytest.raises(ConfigError, match="reference_batch_size None"):
+        lr_factor("linear", 512, None)
+    with pytest.raises(ConfigError, match="'cubic'"):
+        lr_factor("cubic", 512, 64)
+
+
+def test_effective_batch_size_mode_divides_and_names_the_numbers():
+    assert per_device_batch(128, 8, "effective") == 16
+    assert per_device_batch(128, 8, "per_device") == 128
+    with pytest.raises(
+        ConfigError, match=r"batch_size 100; expected a multiple of the world size 8.*96 or 104"
+    ):
+        per_device_batch(100, 8, "effective")
+
+
+@pytest.mark.parametrize(("rule", "factor"), [("none", 1.0), ("linear", 4.0), ("sqrt", 2.0)])
+def test_rules_scale_optimizer_and_scheduler_lrs_once(make_trainer, rule, factor):
+    class WithScheduler(Regression):
+        def configure_optimizers(self):
+            opt = torch.optim.SGD(self.parameters(), lr=0.1)
+            return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.StepLR(opt, 1, 0.5)}
+
+    trainer = make_trainer(
+        max_epochs=2, lr_scaling=rule, reference_batch_size=2 if rule != "none" else None
+    )
+    trainer.fit(WithScheduler(), regression_loader(batch_size=8))
+    assert trainer.effective_batch_size == 8
+    assert trainer.lr_scheduler_configs[0].scheduler.base_lrs == [pytest.approx(0.1 * factor)]
+    assert trainer.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.1 * factor * 0.25)
+    assert trainer.run_summary.final_lr == pytest.approx(0.1 * factor)
+
+
+def test_startup_table_lists_every_number(make_trainer, capsys):
+    trainer = make_trainer(
+        max_epochs=3,
+        enable_progress_bar=True,
+        accumulate_grad_batches=2,
+        lr_scaling="linear",
+        reference_batch_size=4,
+    )
+    trainer.fit(Regression(lr=0.05), regression_loader(n=64, batch_size=8))
+    out = capsys.readouterr().out
+    table = {}
+    for line in out.split("training configuration", 1)[1].splitlines()[1:19]:
+        name, _, value = line.strip().rpartition("  ")
+        table[name.strip()] = value.strip()
+    assert table["effective batch"] == "16" and table["batch per device"] == "8"
+    assert (
+        table["lr scaling"] == "linear (x4)"
+        and table["final lr"] == "0.2"
+        and table["configured lr"] == "0.05"
+    )
+    assert table["optimizer steps per epoch"] == "4" and table["total optimizer steps"] == "12"
+    assert (
+        table["samples per epoch"] == "64"
+        and table["world size"] == "1"
+        and table["strategy"] == "single"
+    )
+
+
+def test_batchnorm_under_ddp_warns_and_sync_batchnorm_converts():
+    from trainkit.devices import DeviceSelection
+    from trainkit.distributed.env import ClusterEnvironment
+    from trainkit.strategies import DDPStrategy
+
+    strategy = DDPStrategy()
+    strategy.connect(
+        DeviceSelection("cpu", (0, 1)), 1, ClusterEnvironment("trainkit", world_size=2)
+    )
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
+    strategy.configure_ddp = lambda forwarder: (
+        forwarder
+    )  # no process group needed to inspect the module
+    with pytest.warns(UserWarning, match="sync_batchnorm"):
+        strategy.setup_module(model)
+    strategy.sync_batchnorm = True
+    converted = strategy.setup_module(model)
+    assert isinstance(converted.module[1], torch.nn.SyncBatchNorm)

@@ -1,0 +1,145 @@
+"""Effective batch size, learning-rate scaling rules, and the startup configuration table."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from trainkit.errors import ConfigError
+
+RULES = ("none", "linear", "sqrt")
+BATCH_SIZE_MODES = ("per_device", "effective")
+NODE_LOCAL_STRATEGIES = ("dp", "ddp2")  # one process per node drives every device of the node
+LR_KEYS = ("lr", "initial_lr", "max_lr", "min_lr")
+
+
+def effective_batch_size(
+    per_device: int, devices: int, num_nodes: int, accumulate: int, strategy: str
+) -> int:
+    """Samples per optimizer step: devices count only for the ddp family (dp/ddp2 split one batch)."""
+    replicas = num_nodes if strategy in NODE_LOCAL_STRATEGIES else devices * num_nodes
+    return per_device * replicas * accumulate
+
+
+def lr_factor(rule: str, effective: int, reference: int | None) -> float:
+    """``effective / reference`` (linear), its square root (sqrt), or 1 (none)."""
+    if rule not in RULES:
+        raise ConfigError("trainer.lr_scaling", rule, "'none', 'linear' or 'sqrt'")
+    if rule == "none":
+        return 1.0
+    if reference is None or reference < 1:
+        raise ConfigError(
+            "trainer.reference_batch_size",
+            reference,
+            "a positive int with lr_scaling",
+            "set it to the batch size your learning rate was tuned at",
+        )
+    ratio = effective / reference
+    return ratio if rule == "linear" else math.sqrt(ratio)
+
+
+def per_device_batch(batch_size: int, world_size: int, mode: str) -> int:
+    """The DataLoader batch per device: as configured, or the effective batch divided by the world."""
+    if mode not in BATCH_SIZE_MODES:
+        raise ConfigError("trainer.batch_size_mode", mode, "'per_device' or 'effective'")
+    if mode == "per_device":
+        return batch_size
+    if batch_size % world_size:
+        raise ConfigError(
+            "batch_size",
+            batch_size,
+            f"a multiple of the world size {world_size} with batch_size_mode: effective",
+            f"use {batch_size - batch_size % world_size or world_size} or {batch_size + world_size - batch_size % world_size}",
+        )
+    return batch_size // world_size
+
+
+def scale_learning_rates(optimizers: list[Any], schedulers: list[Any], factor: float) -> None:
+    """Multiply every param group's LR fields and each scheduler's base LRs by ``factor``."""
+    if factor == 1.0:
+        return
+    for optimizer in optimizers:
+        for group in optimizer.param_groups:
+            for key in LR_KEYS:
+                if isinstance(group.get(key), int | float):
+                    group[key] = group[key] * factor
+    for scheduler in schedulers:
+        for attribute in ("base_lrs", "_last_lr", "min_lrs"):
+            values = getattr(scheduler, attribute, None)
+            if isinstance(values, list):
+                setattr(scheduler, attribute, [v * factor for v in values])
+
+
+@dataclass
+class RunSummary:
+    """Every number the startup table shows; also logged as hyperparameters."""
+
+    strategy: str
+    backend: str
+    accelerator: str
+    devices: str
+    world_size: int
+    num_nodes: int
+    precision: str
+    per_device_batch: int | None
+    accumulate: int
+    effective_batch: int | None
+    configured_lr: float | None
+    lr_rule: str
+    lr_factor: float
+    final_lr: float | None
+    samples_per_epoch: int | None
+    steps_per_epoch: int | float
+    total_steps: int | float
+    seed: str
+    log_dir: str
+
+    def rows(self) -> list[tuple[str, str]]:
+        def fmt(value: Any) -> str:
+            if value is None:
+                return "-"
+            if isinstance(value, float):
+                return "inf" if math.isinf(value) else f"{value:.6g}"
+            return str(value)
+
+        rule = self.lr_rule if self.lr_rule == "none" else f"{self.lr_rule} (x{self.lr_factor:.4g})"
+        return [
+            ("strategy", self.strategy),
+            ("backend", self.backend),
+            ("accelerator", self.accelerator),
+            ("devices", self.devices),
+            ("world size", fmt(self.world_size)),
+            ("num nodes", fmt(self.num_nodes)),
+            ("precision", self.precision),
+            ("batch per device", fmt(self.per_device_batch)),
+            ("accumulate grad batches", fmt(self.accumulate)),
+            ("effective batch", fmt(self.effective_batch)),
+            ("configured lr", fmt(self.configured_lr)),
+            ("lr scaling", rule),
+            ("final lr", fmt(self.final_lr)),
+            ("samples per epoch", fmt(self.samples_per_epoch)),
+            ("optimizer steps per epoch", fmt(self.steps_per_epoch)),
+            ("total optimizer steps", fmt(self.total_steps)),
+            ("seed", self.seed),
+            ("log dir", self.log_dir),
+        ]
+
+    def as_hparams(self) -> dict[str, Any]:
+        return {f"run/{name.replace(' ', '_')}": value for name, value in self.rows()}
+
+    def render(self, rich: bool) -> str | Any:
+        """A rich Table (terminal) or aligned plain text."""
+        if rich:
+            from rich.table import Table
+
+            table = Table(title="training configuration", show_header=False)
+            table.add_column(style="bold")
+            table.add_column(justify="right")
+            for name, value in self.rows():
+                table.add_row(name, value)
+            return table
+        width = max(len(name) for name, _ in self.rows())
+        return "\n".join(
+            ["training configuration"] + [f"  {n:<{width}}  {v}" for n, v in self.rows()]
+        )
