@@ -1,0 +1,86 @@
+"""GPU-only paths (16-mixed with GradScaler, bf16 on CUDA, nccl). Skipped without CUDA."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.helpers.models import Regression, regression_loader
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+
+@pytest.mark.parametrize("precision", ["32", "16-mixed", "bf16-mixed"])
+def test_trains_on_one_gpu_with_each_precision(make_trainer, precision):
+    seen = {}
+
+    class Probe(Regression):
+        def training_step(self, batch, batch_idx):
+            seen["device"] = batch[0].device
+            seen["dtype"] = self(batch[0]).dtype
+            return super().training_step(batch, batch_idx)
+
+    model = Probe(lr=0.05)
+    trainer = make_trainer(accelerator="gpu", devices=1, max_epochs=5, precision=precision)
+    trainer.fit(model, regression_loader())
+    assert seen["device"].type == "cuda"
+    assert (
+        seen["dtype"]
+        == {"32": torch.float32, "16-mixed": torch.float16, "bf16-mixed": torch.bfloat16}[precision]
+    )
+    assert trainer.callback_metrics["train_loss"].item() < 1.0
+    if precision == "16-mixed":
+        assert trainer.precision_plugin.scaler.get_scale() > 0
+
+
+def test_scaler_state_round_trips_through_checkpoints(tmp_path):
+    from trainkit import Trainer
+
+    trainer = Trainer(
+        accelerator="gpu",
+        devices=1,
+        precision="16-mixed",
+        max_epochs=1,
+        default_root_dir=str(tmp_path),
+        enable_progress_bar=False,
+    )
+    trainer.fit(Regression(), regression_loader())
+    checkpoint = torch.load(trainer.checkpoint_callback.last_model_path, weights_only=True)
+    assert "scale" in checkpoint["precision_scaler"]
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+def test_ddp_over_nccl_on_two_gpus(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, cli_env
+
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trainkit",
+            "fit",
+            "-c",
+            str(REPO / "configs" / "autoencoder.yaml"),
+            "--trainer.accelerator",
+            "gpu",
+            "--trainer.devices",
+            "0,1",
+            "--trainer.max_epochs",
+            "1",
+            "--trainer.default_root_dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=cli_env(),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "nccl" in result.stdout
