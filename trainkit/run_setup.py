@@ -88,9 +88,9 @@ def log_hyperparams(trainer: Trainer) -> None:
     if trainer.datamodule is not None:
         params.update(trainer.datamodule.hparams)
     params = plain_hparams(params)
-    if trainer.run_summary is not None:
-        params.update(trainer.run_summary.as_hparams())
     if trainer.loggers:
         (Path(trainer.log_dir) / "hparams.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    if trainer.run_summary is not None:
+        params.update(trainer.run_summary.as_hparams())  # the startup table, in the loggers only
     for logger in trainer.loggers:
         logger.log_hyperparams(params)
