@@ -96,7 +96,7 @@ class FitLoop:
         step_end = (
             module.training_step_end
             if overrides(module, TrainModule, "training_step_end")
-            else None
+            else strategy.default_step_end()
         )
         automatic = module.automatic_optimization
         optimizer_step = trainer._optimizer_step
@@ -176,12 +176,13 @@ class EvalLoop:
         trainer = self.trainer
         module = trainer.lightning_module
         stage = self.stage
-        step = trainer.profiler.wrap(f"{stage}_step", getattr(module, f"{stage}_step"))
+        strategy = trainer.strategy
+        step = trainer.profiler.wrap(f"{stage}_step", strategy.step_fn(module, f"{stage}_step"))
         step_end_name = f"{stage}_step_end"
         step_end = (
             getattr(module, step_end_name)
             if overrides(module, TrainModule, step_end_name)
-            else None
+            else strategy.default_step_end()
         )
         to_device = trainer.strategy.batch_transfer_fn()
         end_hooks = bound_hooks(trainer, f"on_{stage}_batch_end")
@@ -246,6 +247,7 @@ class PredictLoop:
         trainer = self.trainer
         module = trainer.lightning_module
         to_device = trainer.strategy.batch_transfer_fn()
+        predict_step = trainer.strategy.step_fn(module, "predict_step")
         end_hooks = bound_hooks(trainer, "on_predict_batch_end")
         module.eval()
         outputs: list[list[Any]] = []
@@ -262,7 +264,7 @@ class PredictLoop:
                     if to_device is not None:
                         batch = to_device(batch)
                     with trainer.precision_plugin.autocast():
-                        output = module.predict_step(batch, batch_idx, *extra)
+                        output = predict_step(batch, batch_idx, *extra)
                     collected.append(output)
                     for hook in end_hooks:
                         hook(output, batch, batch_idx, loader_idx)

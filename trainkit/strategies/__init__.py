@@ -8,12 +8,14 @@ from trainkit.errors import ConfigError
 from trainkit.strategies.base import Strategy
 from trainkit.strategies.ddp import DDPStrategy
 from trainkit.strategies.ddp_spawn import DDPSpawnStrategy
+from trainkit.strategies.dp import DataParallelStrategy
 from trainkit.strategies.single import SingleDeviceStrategy
 
 STRATEGIES: dict[str, type[Strategy]] = {
     "single": SingleDeviceStrategy,
     "ddp": DDPStrategy,
     "ddp_spawn": DDPSpawnStrategy,
+    "dp": DataParallelStrategy,
 }
 
 

@@ -89,6 +89,14 @@ class Strategy:
         """The callable the fit loop calls per batch: ``(batch, batch_idx) -> output``."""
         return module.training_step
 
+    def step_fn(self, module: Any, name: str) -> Callable[..., Any]:
+        """The callable for an evaluation/predict step named ``name``."""
+        return getattr(module, name)
+
+    def default_step_end(self) -> Callable[[Any], Any] | None:
+        """What reduces a step's output when the module defines no ``*_step_end`` (None: nothing)."""
+        return None
+
     def batch_transfer_fn(self) -> Callable[[Any], Any] | None:
         """How a batch reaches the device; None when it is already there (CPU)."""
         device = self.root_device
