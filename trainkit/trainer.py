@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -363,7 +364,9 @@ class Trainer:
         from trainkit.distributed import launcher
 
         if launcher.needs_launch(self.strategy):
-            raise SystemExit(launcher.launch_ranks(self.strategy))
+            if launcher.can_reexecute():
+                raise SystemExit(launcher.launch_ranks(self.strategy))
+            self._use_forked_ranks()
         if (
             self.strategy.spawns_processes
             and not self.cluster.external
@@ -373,6 +376,29 @@ class Trainer:
 
             return spawn_stage(self, stage, model, datamodule, ckpt_path, loaders)
         return self._run_stage(stage, model, datamodule, ckpt_path, loaders)
+
+    def _use_forked_ranks(self) -> None:
+        """Interactive sessions (notebook, stdin, ``python -c``) cannot be re-executed: fork the ranks."""
+        from trainkit.strategies import DDPSpawnStrategy
+
+        old = self.strategy
+        names = (
+            "find_unused_parameters",
+            "static_graph",
+            "gradient_as_bucket_view",
+            "process_group_backend",
+            "timeout_s",
+        )
+        self.strategy = DDPSpawnStrategy(**{name: getattr(old, name) for name in names})
+        self.strategy.sync_batchnorm = old.sync_batchnorm
+        self.strategy.connect(self.selection, self.num_nodes, self.cluster)
+        self.strategy.start_method = "fork"
+        print(
+            "trainkit: this Python session cannot be re-run per rank (interactive); starting the "
+            f"{self.strategy.world_size} ranks as forked processes (ddp_spawn, start method fork)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def _run_stage(
         self, stage: str, model: TrainModule, datamodule: Any, ckpt_path: str | None, loaders: tuple

@@ -70,6 +70,15 @@ def current_command() -> list[str]:
     )
 
 
+def can_reexecute() -> bool:
+    """Whether this process was started from a file or module that children can run again."""
+    try:
+        current_command()
+    except RuntimeError:
+        return False
+    return True
+
+
 def build_rank_command(
     local_rank: int,
     world: World,

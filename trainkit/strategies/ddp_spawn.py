@@ -11,4 +11,11 @@ class DDPSpawnStrategy(DDPStrategy):
     name = "ddp_spawn"
     launches_processes = False
     spawns_processes = True
-    start_method = "spawn"
+    start_method = "spawn"  # "fork" when the session cannot be re-imported (notebook, stdin)
+
+    def connect(self, selection, num_nodes, cluster) -> None:  # type: ignore[no-untyped-def]
+        super().connect(selection, num_nodes, cluster)
+        from trainkit.distributed.launcher import can_reexecute
+
+        if not can_reexecute():
+            self.start_method = "fork"  # classes defined in __main__ exist only in this process
