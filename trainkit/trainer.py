@@ -551,6 +551,7 @@ class Trainer:
         self._step_schedulers = [c for c in self.lr_scheduler_configs if c.interval == "step"]
         self._clip = self.gradient_clip_val is not None and self.gradient_clip_val > 0
         self._params = [p for p in self.lightning_module.parameters() if p.requires_grad]
+        self._sync_gradients = self.strategy.gradient_sync_fn()
 
     def _backward(self, loss: torch.Tensor) -> None:
         for hook in self._before_backward:
@@ -562,6 +563,8 @@ class Trainer:
     def _optimizer_step(self, batch_idx: int) -> None:
         optimizer = self.optimizers[0]
         precision = self.precision_plugin
+        if self._sync_gradients is not None:
+            self._sync_gradients(self._params)
         if self._clip or self._before_optimizer_step:
             precision.unscale(optimizer)
         for hook in self._before_optimizer_step:

@@ -76,3 +76,18 @@ class RankProbe(AutoEncoder):
             },
             Path(trainer.default_root_dir) / f"probe_rank{self.global_rank}.pt",
         )
+
+
+class NodeBatchProbe(AutoEncoder):
+    """Computes the loss in training_step_end over everything the node's devices returned."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> dict[str, torch.Tensor]:
+        x = batch[0]
+        return {"recon": self(x), "x": x}
+
+    def training_step_end(self, outputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        if self.global_step == 0:
+            print(f"node {self.global_rank} step_end batch {len(outputs['x'])}", flush=True)
+        loss = torch.nn.functional.mse_loss(outputs["recon"], outputs["x"])
+        self.log("train_loss", loss)
+        return loss

@@ -126,7 +126,7 @@ def launch_ranks(strategy: Any) -> int:
     """Run every local rank of this node; return the job's exit code."""
     env_port = os.environ.get("MASTER_PORT")
     world = World(
-        local_world_size=strategy.selection.count,
+        local_world_size=strategy.processes_per_node,
         num_nodes=strategy.num_nodes,
         node_rank=int(os.environ.get("NODE_RANK", 0)),
         main_address=os.environ.get("MASTER_ADDR", "127.0.0.1"),

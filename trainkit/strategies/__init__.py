@@ -7,6 +7,7 @@ from trainkit.distributed.env import ClusterEnvironment
 from trainkit.errors import ConfigError
 from trainkit.strategies.base import Strategy
 from trainkit.strategies.ddp import DDPStrategy
+from trainkit.strategies.ddp2 import DDP2Strategy
 from trainkit.strategies.ddp_spawn import DDPSpawnStrategy
 from trainkit.strategies.dp import DataParallelStrategy
 from trainkit.strategies.single import SingleDeviceStrategy
@@ -16,6 +17,7 @@ STRATEGIES: dict[str, type[Strategy]] = {
     "ddp": DDPStrategy,
     "ddp_spawn": DDPSpawnStrategy,
     "dp": DataParallelStrategy,
+    "ddp2": DDP2Strategy,
 }
 
 

@@ -93,6 +93,15 @@ class Strategy:
         """The callable for an evaluation/predict step named ``name``."""
         return getattr(module, name)
 
+    @property
+    def processes_per_node(self) -> int:
+        """How many processes the launcher starts on each node."""
+        return self.selection.count if self.launches_processes else 1
+
+    def gradient_sync_fn(self) -> Callable[[list[torch.Tensor]], None] | None:
+        """Called with the parameters before each optimizer step (None: nothing to do)."""
+        return None
+
     def default_step_end(self) -> Callable[[Any], Any] | None:
         """What reduces a step's output when the module defines no ``*_step_end`` (None: nothing)."""
         return None

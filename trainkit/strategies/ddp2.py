@@ -1,0 +1,80 @@
+"""DDP2Strategy: one process per node; dp across the node's devices, gradients averaged across nodes.
+
+``*_step_end`` sees the whole node's batch (e.g. for a softmax or contrastive loss over it). The
+DataLoader batch is per node, so the effective batch is ``batch x num_nodes x accumulate``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from trainkit.strategies.ddp import DDPStrategy
+from trainkit.strategies.dp import DataParallelStrategy
+
+
+class DDP2Strategy(DDPStrategy):
+    """``ddp2``: a process per node, dp inside it, gradient all-reduce between nodes."""
+
+    name = "ddp2"
+
+    def connect(self, selection: Any, num_nodes: int, cluster: Any) -> None:
+        super().connect(selection, num_nodes, cluster)
+        self._dp = DataParallelStrategy()
+        self._dp.connect(selection, 1, cluster)
+
+    @property
+    def processes_per_node(self) -> int:
+        return 1
+
+    @property
+    def world_size(self) -> int:
+        return self.cluster.world_size if self.cluster.external else self.num_nodes
+
+    @property
+    def root_device(self) -> torch.device:
+        return self._dp.root_device
+
+    def setup_module(self, module: nn.Module) -> nn.Module:
+        module = module.to(self.root_device)
+        for tensor in module.state_dict().values():  # every node starts from rank 0's weights
+            dist.broadcast(tensor, src=0)
+        return module
+
+    def training_step_fn(self, wrapped: nn.Module, module: Any) -> Callable[[Any, int], Any]:
+        return self._dp.training_step_fn(wrapped, module)
+
+    def step_fn(self, module: Any, name: str) -> Callable[..., Any]:
+        return self._dp.step_fn(module, name)
+
+    def default_step_end(self) -> Callable[[Any], Any] | None:
+        return self._dp.default_step_end()
+
+    def no_backward_sync(self, wrapped: nn.Module) -> Any:
+        import contextlib
+
+        return (
+            contextlib.nullcontext()
+        )  # gradients are synced once, right before the optimizer step
+
+    def unwrap(self, wrapped: nn.Module) -> nn.Module:
+        return wrapped
+
+    def gradient_sync_fn(self) -> Callable[[list[torch.Tensor]], None] | None:
+        return average_gradients
+
+
+def average_gradients(params: list[torch.Tensor]) -> None:
+    """All-reduce every gradient in one flat buffer and divide by the world size."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    flat = torch._utils._flatten_dense_tensors(grads)
+    dist.all_reduce(flat)
+    flat /= dist.get_world_size()
+    for grad, synced in zip(grads, torch._utils._unflatten_dense_tensors(flat, grads)):
+        grad.copy_(synced)
