@@ -55,7 +55,7 @@ def restore(trainer: Trainer, path: str, full: bool) -> dict[str, Any]:
     )
     module = trainer.lightning_module
     module.on_load_checkpoint(checkpoint)
-    module.load_state_dict(checkpoint["state_dict"])
+    trainer.strategy.load_module_state_dict(module, checkpoint["state_dict"])
     for callback in trainer.callbacks:
         callback.on_load_checkpoint(trainer, module, checkpoint)
     if not full:
@@ -67,7 +67,7 @@ def restore(trainer: Trainer, path: str, full: bool) -> dict[str, Any]:
             f"built {len(trainer.optimizers)}"
         )
     for optimizer, state in zip(trainer.optimizers, states):
-        optimizer.load_state_dict(state)
+        trainer.strategy.load_optimizer_state_dict(optimizer, state)
     for config, state in zip(trainer.lr_scheduler_configs, checkpoint["lr_schedulers"]):
         config.scheduler.load_state_dict(state)
     trainer.precision_plugin.load_state_dict(checkpoint["precision_scaler"])

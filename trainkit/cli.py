@@ -133,6 +133,7 @@ class TrainkitCLI:
     def run(self) -> Any:
         """Call the Trainer method named by the subcommand."""
         from trainkit.cli_parser import check_ckpt_path
+        from trainkit.errors import ConfigError
 
         ckpt_path = self.config.get("ckpt_path")
         try:
@@ -140,7 +141,10 @@ class TrainkitCLI:
         except FileNotFoundError as err:
             fail(str(err), self.prog)
         method = getattr(self.trainer, self.subcommand)
-        result = method(self.model, datamodule=self.datamodule, ckpt_path=ckpt_path)
+        try:
+            result = method(self.model, datamodule=self.datamodule, ckpt_path=ckpt_path)
+        except ConfigError as err:  # a setting that only the model or data could check
+            fail(str(err), self.prog)
         if self.subcommand == "predict":
             self._save_predictions(result)
         return result

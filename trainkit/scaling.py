@@ -11,14 +11,21 @@ from trainkit.errors import ConfigError
 RULES = ("none", "linear", "sqrt")
 BATCH_SIZE_MODES = ("per_device", "effective")
 NODE_LOCAL_STRATEGIES = ("dp", "ddp2")  # one process per node drives every device of the node
+MODEL_PARALLEL_STRATEGIES = ("pipeline",)  # every rank sees the same batch
 LR_KEYS = ("lr", "initial_lr", "max_lr", "min_lr")
 
 
 def effective_batch_size(
     per_device: int, devices: int, num_nodes: int, accumulate: int, strategy: str
 ) -> int:
-    """Samples per optimizer step: devices count only for the ddp family (dp/ddp2 split one batch)."""
-    replicas = num_nodes if strategy in NODE_LOCAL_STRATEGIES else devices * num_nodes
+    """Samples per optimizer step: devices count only for the ddp family (dp/ddp2 split one batch,
+    pipeline stages share one)."""
+    if strategy in MODEL_PARALLEL_STRATEGIES:
+        replicas = 1
+    elif strategy in NODE_LOCAL_STRATEGIES:
+        replicas = num_nodes
+    else:
+        replicas = devices * num_nodes
     return per_device * replicas * accumulate
 
 

@@ -363,6 +363,7 @@ class Trainer:
             )
         from trainkit.distributed import launcher
 
+        self.strategy.check_module(model)
         if launcher.needs_launch(self.strategy):
             if launcher.can_reexecute():
                 raise SystemExit(launcher.launch_ranks(self.strategy))

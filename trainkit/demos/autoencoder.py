@@ -127,3 +127,34 @@ class AutoEncoder(TrainModule):
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+
+
+class SequentialAutoEncoder(AutoEncoder):
+    """The autoencoder as one ``nn.Sequential`` of 6 layers, so strategy: pipeline can split it."""
+
+    def __init__(
+        self, features: int = 32, hidden: int = 64, latent: int = 4, lr: float = 0.01
+    ) -> None:
+        """
+        Args:
+            features: Input (and output) dimension; must match the data.
+            hidden: Width of the hidden layers.
+            latent: Size of the code the input is compressed to.
+            lr: Learning rate of the Adam optimizer (when no optimizer section is given).
+        """
+        super().__init__(features, hidden, latent, lr)
+        self.sequential_module = nn.Sequential(*self.encoder, *self.decoder)
+        del self.encoder, self.decoder
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.sequential_module(x)
+
+    def predict_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return self(batch[0])
+
+    def pipeline_batch(self, batch: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """An autoencoder's target is its input."""
+        return batch[0], batch[0]
+
+    def pipeline_loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return F.mse_loss(output, target)

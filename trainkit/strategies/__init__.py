@@ -10,6 +10,7 @@ from trainkit.strategies.ddp import DDPStrategy
 from trainkit.strategies.ddp2 import DDP2Strategy
 from trainkit.strategies.ddp_spawn import DDPSpawnStrategy
 from trainkit.strategies.dp import DataParallelStrategy
+from trainkit.strategies.pipeline import PipelineStrategy
 from trainkit.strategies.single import SingleDeviceStrategy
 
 STRATEGIES: dict[str, type[Strategy]] = {
@@ -18,6 +19,7 @@ STRATEGIES: dict[str, type[Strategy]] = {
     "ddp_spawn": DDPSpawnStrategy,
     "dp": DataParallelStrategy,
     "ddp2": DDP2Strategy,
+    "pipeline": PipelineStrategy,
 }
 
 

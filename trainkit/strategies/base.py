@@ -81,6 +81,9 @@ class Strategy:
         if self.root_device.type == "cuda":
             torch.cuda.set_device(self.root_device)
 
+    def check_module(self, module: nn.Module) -> None:
+        """Reject a module this strategy cannot run, before any rank starts (default: accept)."""
+
     def setup_module(self, module: nn.Module) -> nn.Module:
         """Move ``module`` to the root device and return what the training step runs through."""
         return module.to(self.root_device)
@@ -147,3 +150,9 @@ class Strategy:
 
     def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
         return optimizer.state_dict()
+
+    def load_module_state_dict(self, module: nn.Module, state: dict[str, Any]) -> None:
+        module.load_state_dict(state)
+
+    def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: Any) -> None:
+        optimizer.load_state_dict(state)
