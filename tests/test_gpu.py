@@ -84,3 +84,20 @@ def test_ddp_over_nccl_on_two_gpus(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "nccl" in result.stdout
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+@pytest.mark.parametrize("precision", ["32", "16-mixed", "bf16-mixed"])
+def test_dp_splits_the_batch_over_two_gpus(make_trainer, precision):
+    devices_seen = set()
+
+    class Probe(Regression):
+        def training_step(self, batch, batch_idx):
+            devices_seen.add(batch[0].device)
+            return super().training_step(batch, batch_idx)
+
+    trainer = make_trainer(
+        accelerator="gpu", devices=2, strategy="dp", max_epochs=2, precision=precision
+    )
+    trainer.fit(Probe(), regression_loader())
+    assert devices_seen == {torch.device("cuda", 0), torch.device("cuda", 1)}
