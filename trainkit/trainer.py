@@ -118,6 +118,7 @@ class Trainer:
         self.strategy = select_strategy(strategy, self.selection, num_nodes, self.cluster)
         self.precision_plugin = Precision(self.precision, self.strategy.root_device.type)
         self.strategy.sync_batchnorm = sync_batchnorm
+        self.strategy.precision = self.precision
         lr_factor(lr_scaling, reference_batch_size or 1, reference_batch_size)  # validate now
         per_device_batch(self.strategy.world_size, self.strategy.world_size, batch_size_mode)
         self.lr_scaling = lr_scaling
@@ -437,6 +438,9 @@ class Trainer:
             self.optimizers, self.lr_scheduler_configs = parse_optimizers(
                 module.configure_optimizers()
             )
+        self._wrapped, self.optimizers = self.strategy.setup_optimizers(
+            self._wrapped, self.optimizers, self.lr_scheduler_configs
+        )
         if module.automatic_optimization and len(self.optimizers) > 1:
             raise MisconfigurationError(
                 f"{len(self.optimizers)} optimizers need manual optimization: set "
@@ -553,6 +557,7 @@ class Trainer:
         self._clip = self.gradient_clip_val is not None and self.gradient_clip_val > 0
         self._params = [p for p in self.lightning_module.parameters() if p.requires_grad]
         self._sync_gradients = self.strategy.gradient_sync_fn()
+        self._set_to_none = self.strategy.zero_grad_set_to_none
 
     def _backward(self, loss: torch.Tensor) -> None:
         for hook in self._before_backward:
@@ -579,7 +584,7 @@ class Trainer:
         precision.update()
         for hook in self._before_zero_grad:
             hook(optimizer)
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=self._set_to_none)
         for config in self._step_schedulers:
             if (self.global_step + 1) % config.frequency == 0:
                 config.scheduler.step()

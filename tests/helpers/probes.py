@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from trainkit import DataModule
+from trainkit import Callback, DataModule
 from trainkit.demos.autoencoder import AutoEncoder
 
 
@@ -91,3 +91,21 @@ class NodeBatchProbe(AutoEncoder):
         loss = torch.nn.functional.mse_loss(outputs["recon"], outputs["x"])
         self.log("train_loss", loss)
         return loss
+
+
+class OptimizerStateBytes(Callback):
+    """Writes how many bytes of optimizer state this rank holds locally (shards only)."""
+
+    def on_train_end(self, trainer: Any, module: Any) -> None:
+        total = 0
+        for optimizer in trainer.optimizers:
+            local = getattr(
+                optimizer, "optim", optimizer
+            )  # fairscale OSS keeps its shard in .optim
+            for state in local.state.values():
+                for value in state.values():
+                    if isinstance(value, torch.Tensor):
+                        tensor = value.to_local() if hasattr(value, "to_local") else value
+                        total += tensor.numel() * tensor.element_size()
+        path = Path(trainer.default_root_dir) / f"optstate_rank{trainer.global_rank}.txt"
+        path.write_text(str(total))

@@ -10,7 +10,9 @@ from trainkit.strategies.ddp import DDPStrategy
 from trainkit.strategies.ddp2 import DDP2Strategy
 from trainkit.strategies.ddp_spawn import DDPSpawnStrategy
 from trainkit.strategies.dp import DataParallelStrategy
+from trainkit.strategies.fsdp import FSDPStrategy
 from trainkit.strategies.pipeline import PipelineStrategy
+from trainkit.strategies.sharded import ShardedStrategy
 from trainkit.strategies.single import SingleDeviceStrategy
 
 STRATEGIES: dict[str, type[Strategy]] = {
@@ -20,6 +22,9 @@ STRATEGIES: dict[str, type[Strategy]] = {
     "dp": DataParallelStrategy,
     "ddp2": DDP2Strategy,
     "pipeline": PipelineStrategy,
+    "fsdp": FSDPStrategy,
+    "ddp_sharded": ShardedStrategy,
+    "sharded": ShardedStrategy,
 }
 
 

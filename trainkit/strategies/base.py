@@ -34,6 +34,8 @@ class Strategy:
     spawns_processes = False  # trainkit spawns ranks from this Python process
     is_distributed = False
     sync_batchnorm = False
+    zero_grad_set_to_none = True  # fairscale's ShardedDataParallel needs zeroed, not freed, grads
+    precision = "32"  # set by the Trainer; strategies with their own mixed precision read it
 
     def __init__(self) -> None:
         self.selection = DeviceSelection("cpu", (0,))
@@ -87,6 +89,10 @@ class Strategy:
     def setup_module(self, module: nn.Module) -> nn.Module:
         """Move ``module`` to the root device and return what the training step runs through."""
         return module.to(self.root_device)
+
+    def setup_optimizers(self, wrapped: nn.Module, optimizers: list[Any], schedulers: list[Any]):
+        """Adjust optimizers (and the module wrapper) once they exist; default: unchanged."""
+        return wrapped, optimizers
 
     def training_step_fn(self, wrapped: nn.Module, module: Any) -> Callable[[Any, int], Any]:
         """The callable the fit loop calls per batch: ``(batch, batch_idx) -> output``."""

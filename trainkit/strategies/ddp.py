@@ -51,8 +51,8 @@ class _StepForwarder(nn.Module):
         super().__init__()
         self.module = module
 
-    def forward(self, batch: Any, batch_idx: int) -> Any:
-        return self.module.training_step(batch, batch_idx)
+    def forward(self, *args: Any, step: str = "training_step") -> Any:
+        return getattr(self.module, step)(*args)
 
 
 class DDPStrategy(Strategy):

@@ -1,0 +1,163 @@
+"""FSDPStrategy: fully sharded data parallel with FSDP2 (``fully_shard``): parameters, gradients
+and optimizer state are split over the ranks and gathered layer by layer when needed."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from trainkit.errors import ConfigError
+from trainkit.strategies.ddp import DDPStrategy, _StepForwarder
+
+SHARDING = {"FULL_SHARD": True, "SHARD_GRAD_OP": False}
+
+
+class FSDPStrategy(DDPStrategy):
+    """``fsdp``: each rank holds 1/N of every sharded module's parameters and optimizer state."""
+
+    name = "fsdp"
+
+    def __init__(
+        self,
+        sharding_strategy: str = "FULL_SHARD",
+        auto_wrap_policy: list[str] | None = None,
+        min_num_params: int = 0,
+        activation_checkpointing: list[str] | None = None,
+        cpu_offload: bool = False,
+        mixed_precision: bool = True,
+        process_group_backend: str | None = None,
+        timeout_s: float = 1800.0,
+    ) -> None:
+        """
+        Args:
+            sharding_strategy: 'FULL_SHARD' (reshard parameters after forward) or 'SHARD_GRAD_OP'
+                (keep them gathered until backward: more memory, less communication).
+            auto_wrap_policy: Module class names sharded as their own unit, e.g. [Linear, Block].
+            min_num_params: Also shard any module with at least this many parameters of its own
+                subtree as a unit (0: only by class name).
+            activation_checkpointing: Module class names whose activations are recomputed in backward.
+            cpu_offload: Keep sharded parameters, gradients and optimizer state in CPU memory.
+            mixed_precision: Under bf16-mixed/16-mixed, compute in that dtype (reduce in float32).
+            process_group_backend: Override the backend (gloo on CPU, nccl on GPU).
+            timeout_s: Collective timeout in seconds.
+        """
+        super().__init__(process_group_backend=process_group_backend, timeout_s=timeout_s)
+        if sharding_strategy not in SHARDING:
+            raise ConfigError(
+                "fsdp sharding_strategy", sharding_strategy, "'FULL_SHARD' or 'SHARD_GRAD_OP'"
+            )
+        self.sharding_strategy = sharding_strategy
+        self.auto_wrap_policy = list(auto_wrap_policy or [])
+        self.min_num_params = min_num_params
+        self.activation_checkpointing = list(activation_checkpointing or [])
+        self.cpu_offload = cpu_offload
+        self.mixed_precision = mixed_precision
+        self.precision = "32"
+
+    def _wraps(self, module: nn.Module) -> bool:
+        if type(module).__name__ in self.auto_wrap_policy:
+            return True
+        if self.min_num_params and any(True for _ in module.children()):
+            return False  # by size, shard leaves-with-parameters groups only at the lowest level
+        return (
+            bool(self.min_num_params)
+            and sum(p.numel() for p in module.parameters()) >= self.min_num_params
+        )
+
+    def _policies(self) -> dict[str, Any]:
+        from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy
+
+        kwargs: dict[str, Any] = {"reshard_after_forward": SHARDING[self.sharding_strategy]}
+        dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(self.precision)
+        if self.mixed_precision and dtype is not None:
+            kwargs["mp_policy"] = MixedPrecisionPolicy(
+                param_dtype=dtype, reduce_dtype=torch.float32
+            )
+        if self.cpu_offload:
+            kwargs["offload_policy"] = CPUOffloadPolicy()
+        return kwargs
+
+    def setup_module(self, module: nn.Module) -> nn.Module:
+        from torch.distributed.fsdp import fully_shard
+
+        module = module.to(self.root_device)
+        for sub in module.modules():
+            if type(sub).__name__ in self.activation_checkpointing:
+                sub.forward = functools.partial(checkpoint, sub.forward, use_reentrant=False)
+        kwargs = self._policies()
+        for sub in reversed(list(module.modules())):  # children before parents
+            if sub is not module and self._wraps(sub):
+                fully_shard(sub, **kwargs)
+        forwarder = _StepForwarder(module)
+        fully_shard(forwarder, **kwargs)  # the root unit: every parameter not in a smaller unit
+        self._module, self._forwarder = module, forwarder
+        return forwarder
+
+    def step_fn(self, module: Any, name: str) -> Any:
+        """Evaluation steps enter through the root unit too (FSDP gathers parameters there)."""
+        forwarder = getattr(self, "_forwarder", None)
+        if forwarder is None:
+            return getattr(module, name)
+        return functools.partial(forwarder, step=name)
+
+    def no_backward_sync(self, wrapped: nn.Module) -> Any:
+        import contextlib
+
+        @contextlib.contextmanager
+        def no_sync():
+            wrapped.set_requires_gradient_sync(False)
+            try:
+                yield
+            finally:
+                wrapped.set_requires_gradient_sync(True)
+
+        return no_sync()
+
+    def unwrap(self, wrapped: nn.Module) -> nn.Module:
+        return wrapped.module
+
+    # ---- checkpoints: full (unsharded) state on every rank's CPU, written by rank 0 ----
+    def module_state_dict(self, module: nn.Module) -> dict[str, Any]:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        return get_model_state_dict(
+            module, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+        )
+
+    def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_optimizer_state_dict,
+        )
+
+        return get_optimizer_state_dict(
+            self._module,
+            optimizer,
+            options=StateDictOptions(full_state_dict=True, cpu_offload=True),
+        )
+
+    def load_module_state_dict(self, module: nn.Module, state: dict[str, Any]) -> None:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+        if not self._sharded:  # before setup_module (e.g. validate from a checkpoint): plain load
+            module.load_state_dict(state)
+            return
+        set_model_state_dict(module, state, options=StateDictOptions(full_state_dict=True))
+
+    def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: Any) -> None:
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            set_optimizer_state_dict,
+        )
+
+        set_optimizer_state_dict(
+            self._module, optimizer, state, options=StateDictOptions(full_state_dict=True)
+        )
+
+    @property
+    def _sharded(self) -> bool:
+        return getattr(self, "_module", None) is not None

@@ -1,0 +1,48 @@
+"""ShardedStrategy: fairscale's OSS (optimizer state sharded over ranks) + ShardedDataParallel
+(each gradient reduced only to the rank that owns its optimizer shard)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainkit.strategies.ddp import DDPStrategy, _StepForwarder
+
+
+class ShardedStrategy(DDPStrategy):
+    """``ddp_sharded`` (alias ``sharded``): ddp with 1/N of the optimizer state on each rank."""
+
+    name = "ddp_sharded"
+    zero_grad_set_to_none = (
+        False  # its gradient-reduce hooks diverge from ddp when grads are set to None
+    )
+
+    def setup_module(self, module: nn.Module) -> nn.Module:
+        return _StepForwarder(module.to(self.root_device))  # wrapped once the optimizers exist
+
+    def setup_optimizers(self, wrapped: nn.Module, optimizers: list[Any], schedulers: list[Any]):
+        """Rebuild each optimizer as an OSS shard and wrap the module in ShardedDataParallel."""
+        from fairscale.nn.data_parallel import ShardedDataParallel
+        from fairscale.optim import OSS
+
+        sharded = []
+        for optimizer in optimizers:
+            oss = OSS(params=optimizer.param_groups, optim=type(optimizer), **optimizer.defaults)
+            for config in schedulers:
+                if config.scheduler.optimizer is optimizer:
+                    config.scheduler.optimizer = oss
+            sharded.append(oss)
+        return ShardedDataParallel(wrapped, sharded), sharded
+
+    def training_step_fn(self, wrapped: nn.Module, module: Any) -> Any:
+        return wrapped
+
+    def no_backward_sync(self, wrapped: nn.Module) -> Any:
+        return wrapped.no_sync()
+
+    def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        """Consolidated on rank 0 (a collective), in plain PyTorch format: loads into any optimizer."""
+        optimizer.consolidate_state_dict(recipient_rank=0)
+        return optimizer.state_dict() if self.is_global_zero else {}
