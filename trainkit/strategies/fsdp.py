@@ -78,7 +78,7 @@ class FSDPStrategy(DDPStrategy):
                 param_dtype=dtype, reduce_dtype=torch.float32
             )
         if self.cpu_offload:
-            kwargs["offload_policy"] = CPUOffloadPolicy()
+            kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=torch.cuda.is_available())
         return kwargs
 
     def setup_module(self, module: nn.Module) -> nn.Module:
