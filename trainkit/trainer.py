@@ -119,6 +119,13 @@ class Trainer:
         self.precision_plugin = Precision(self.precision, self.strategy.root_device.type)
         self.strategy.sync_batchnorm = sync_batchnorm
         self.strategy.precision = self.precision
+        if accumulate_grad_batches > 1 and not self.strategy.supports_accumulation:
+            raise ConfigError(
+                "trainer.accumulate_grad_batches",
+                accumulate_grad_batches,
+                f"1 with strategy {self.strategy.name}",
+                "use a larger batch instead",
+            )
         lr_factor(lr_scaling, reference_batch_size or 1, reference_batch_size)  # validate now
         per_device_batch(self.strategy.world_size, self.strategy.world_size, batch_size_mode)
         self.lr_scaling = lr_scaling
@@ -558,11 +565,16 @@ class Trainer:
         self._params = [p for p in self.lightning_module.parameters() if p.requires_grad]
         self._sync_gradients = self.strategy.gradient_sync_fn()
         self._set_to_none = self.strategy.zero_grad_set_to_none
+        self._strategy_backward = self.strategy.backward_fn()
+        self._strategy_step = self.strategy.optimizer_step_fn()
 
     def _backward(self, loss: torch.Tensor) -> None:
         for hook in self._before_backward:
             hook(loss)
-        self.precision_plugin.backward(loss)
+        if self._strategy_backward is not None:
+            self._strategy_backward(loss)
+        else:
+            self.precision_plugin.backward(loss)
         for hook in self._after_backward:
             hook()
 
@@ -580,11 +592,16 @@ class Trainer:
                 torch.nn.utils.clip_grad_norm_(self._params, self.gradient_clip_val)
             else:
                 torch.nn.utils.clip_grad_value_(self._params, self.gradient_clip_val)
-        precision.step(optimizer)
-        precision.update()
-        for hook in self._before_zero_grad:
-            hook(optimizer)
-        optimizer.zero_grad(set_to_none=self._set_to_none)
+        if self._strategy_step is not None:
+            for hook in self._before_zero_grad:
+                hook(optimizer)
+            self._strategy_step()
+        else:
+            precision.step(optimizer)
+            precision.update()
+            for hook in self._before_zero_grad:
+                hook(optimizer)
+            optimizer.zero_grad(set_to_none=self._set_to_none)
         for config in self._step_schedulers:
             if (self.global_step + 1) % config.frequency == 0:
                 config.scheduler.step()

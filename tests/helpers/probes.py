@@ -99,9 +99,8 @@ class OptimizerStateBytes(Callback):
     def on_train_end(self, trainer: Any, module: Any) -> None:
         total = 0
         for optimizer in trainer.optimizers:
-            local = getattr(
-                optimizer, "optim", optimizer
-            )  # fairscale OSS keeps its shard in .optim
+            # fairscale OSS keeps its shard in .optim, DeepSpeed's ZeRO optimizer in .optimizer
+            local = getattr(optimizer, "optim", None) or getattr(optimizer, "optimizer", optimizer)
             for state in local.state.values():
                 for value in state.values():
                     if isinstance(value, torch.Tensor):

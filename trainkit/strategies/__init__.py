@@ -9,6 +9,8 @@ from trainkit.strategies.base import Strategy
 from trainkit.strategies.ddp import DDPStrategy
 from trainkit.strategies.ddp2 import DDP2Strategy
 from trainkit.strategies.ddp_spawn import DDPSpawnStrategy
+from trainkit.strategies.deepspeed import PRESETS as DEEPSPEED_PRESETS
+from trainkit.strategies.deepspeed import DeepSpeedStrategy
 from trainkit.strategies.dp import DataParallelStrategy
 from trainkit.strategies.fsdp import FSDPStrategy
 from trainkit.strategies.pipeline import PipelineStrategy
@@ -25,6 +27,7 @@ STRATEGIES: dict[str, type[Strategy]] = {
     "fsdp": FSDPStrategy,
     "ddp_sharded": ShardedStrategy,
     "sharded": ShardedStrategy,
+    "deepspeed": DeepSpeedStrategy,
 }
 
 
@@ -42,6 +45,8 @@ def select_strategy(
         chosen = DDPStrategy() if many else SingleDeviceStrategy()
     elif isinstance(strategy, str) and strategy in STRATEGIES:
         chosen = STRATEGIES[strategy]()
+    elif isinstance(strategy, str) and strategy in DEEPSPEED_PRESETS:
+        chosen = DeepSpeedStrategy.preset(strategy)
     else:
         raise ConfigError(
             "trainer.strategy",

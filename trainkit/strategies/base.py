@@ -34,6 +34,7 @@ class Strategy:
     spawns_processes = False  # trainkit spawns ranks from this Python process
     is_distributed = False
     sync_batchnorm = False
+    supports_accumulation = True
     zero_grad_set_to_none = True  # fairscale's ShardedDataParallel needs zeroed, not freed, grads
     precision = "32"  # set by the Trainer; strategies with their own mixed precision read it
 
@@ -106,6 +107,14 @@ class Strategy:
     def processes_per_node(self) -> int:
         """How many processes the launcher starts on each node."""
         return self.selection.count if self.launches_processes else 1
+
+    def backward_fn(self) -> Callable[[torch.Tensor], None] | None:
+        """Runs ``loss.backward`` itself (an engine that scales/partitions), or None for the default."""
+        return None
+
+    def optimizer_step_fn(self) -> Callable[[], Any] | None:
+        """Steps and zeroes the optimizer itself (an engine), or None for the default."""
+        return None
 
     def gradient_sync_fn(self) -> Callable[[list[torch.Tensor]], None] | None:
         """Called with the parameters before each optimizer step (None: nothing to do)."""

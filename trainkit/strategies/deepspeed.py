@@ -1,0 +1,194 @@
+"""DeepSpeedStrategy: ZeRO stages 1-3 (optimizer state, gradients, parameters partitioned over the
+ranks) with optional CPU offload, through the optional ``deepspeed`` package."""
+
+from __future__ import annotations
+
+import enum
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainkit.errors import ConfigError
+from trainkit.strategies.ddp import DDPStrategy, _StepForwarder
+
+CONFIG_ENV = "TRAINKIT_DEEPSPEED_CONFIG_PATH"
+PRESETS: dict[str, dict[str, Any]] = {
+    "deepspeed_stage_1": {"zero_optimization": {"stage": 1}},
+    "deepspeed_stage_2": {"zero_optimization": {"stage": 2}},
+    "deepspeed_stage_3": {"zero_optimization": {"stage": 3}},
+    # offload presets keep the module's own torch optimizer (DeepSpeedCPUAdam is faster; set it in a config)
+    "deepspeed_stage_2_offload": {
+        "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}},
+        "zero_force_ds_cpu_optimizer": False,
+    },
+    "deepspeed_stage_3_offload": {
+        "zero_optimization": {
+            "stage": 3,
+            "offload_optimizer": {"device": "cpu"},
+            "offload_param": {"device": "cpu"},
+        },
+        "zero_force_ds_cpu_optimizer": False,
+    },
+}
+
+
+def load_config(config: dict[str, Any] | str | None) -> dict[str, Any]:
+    """A dict as given, a JSON file path, $TRAINKIT_DEEPSPEED_CONFIG_PATH, or ZeRO stage 2."""
+    source = "strategy config"
+    if config is None and os.environ.get(CONFIG_ENV):
+        config, source = os.environ[CONFIG_ENV], CONFIG_ENV
+    if config is None:
+        return {"zero_optimization": {"stage": 2}}
+    if isinstance(config, dict):
+        return dict(config)
+    path = Path(config)
+    if not path.is_file():
+        raise ConfigError(
+            source,
+            str(config),
+            "a DeepSpeed JSON config file that exists, or a dict",
+            "check the path",
+        )
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ConfigError(
+            source, str(config), "valid JSON", f"line {err.lineno}: {err.msg}"
+        ) from None
+
+
+class DeepSpeedStrategy(DDPStrategy):
+    """``deepspeed`` (and presets ``deepspeed_stage_1/2/3``, ``deepspeed_stage_2_offload/3_offload``)."""
+
+    name = "deepspeed"
+    supports_accumulation = False
+    zero_grad_set_to_none = False
+
+    def __init__(
+        self,
+        config: dict[str, Any] | str | None = None,
+        process_group_backend: str | None = None,
+        timeout_s: float = 1800.0,
+    ) -> None:
+        """
+        Args:
+            config: A DeepSpeed config as a dict, or the path of a JSON file (default:
+                $TRAINKIT_DEEPSPEED_CONFIG_PATH, else ZeRO stage 2). Batch-size and accumulation keys
+                are set by trainkit.
+            process_group_backend: Override the backend (gloo on CPU, nccl on GPU).
+            timeout_s: Collective timeout in seconds.
+        """
+        super().__init__(process_group_backend=process_group_backend, timeout_s=timeout_s)
+        self.config = load_config(config)
+        self._engine: Any = None
+
+    @classmethod
+    def preset(cls, name: str) -> DeepSpeedStrategy:
+        return cls(config=PRESETS[name])
+
+    def connect(self, selection: Any, num_nodes: int, cluster: Any) -> None:
+        try:
+            import deepspeed  # noqa: F401
+        except ImportError:
+            raise ConfigError(
+                "trainer.strategy",
+                self.name,
+                "the deepspeed package installed",
+                "pip install 'trainkit[deepspeed]', or use the built-in strategy fsdp with cpu_offload: true",
+            ) from None
+        super().connect(selection, num_nodes, cluster)
+
+    @property
+    def stage(self) -> int:
+        return int(self.config.get("zero_optimization", {}).get("stage", 0))
+
+    def setup_module(self, module: nn.Module) -> nn.Module:
+        return _StepForwarder(
+            module.to(self.root_device)
+        )  # the engine wraps it once optimizers exist
+
+    def setup_optimizers(self, wrapped: nn.Module, optimizers: list[Any], schedulers: list[Any]):
+        import deepspeed
+
+        if len(optimizers) != 1:
+            raise ConfigError(
+                "configure_optimizers",
+                f"{len(optimizers)} optimizers",
+                "exactly one under deepspeed",
+            )
+        config = dict(self.config)
+        config["train_micro_batch_size_per_gpu"] = config.get("train_micro_batch_size_per_gpu", 1)
+        config["gradient_accumulation_steps"] = 1
+        config.pop("train_batch_size", None)
+        if self.precision == "bf16-mixed":
+            config.setdefault("bf16", {"enabled": True})
+        engine, optimizer, _, _ = deepspeed.initialize(
+            model=wrapped, optimizer=optimizers[0], config=config, dist_init_required=False
+        )
+        self._engine = engine
+        return engine, [optimizer]
+
+    def training_step_fn(self, wrapped: nn.Module, module: Any) -> Any:
+        return wrapped
+
+    def backward_fn(self) -> Any:
+        return self._engine.backward
+
+    def optimizer_step_fn(self) -> Any:
+        return self._engine.step  # optimizer step, gradient zeroing and partition bookkeeping
+
+    def module_state_dict(self, module: nn.Module) -> dict[str, Any]:
+        """Full weights for any device (stage 3 gathers its partitioned parameters: a collective)."""
+        if self._engine is None or self.stage < 3:
+            return {k: v.detach().cpu() for k, v in module.state_dict().items()}
+        gathered = self._engine._zero3_consolidated_16bit_state_dict() or {}
+        prefix = "module."
+        return {k.removeprefix(prefix): v.float().cpu() for k, v in gathered.items()}
+
+    def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        """Every rank's partition (a collective), each an opaque byte tensor: the checkpoint itself
+        stays loadable with weights_only=True anywhere; only a deepspeed resume unpickles these."""
+        buffer = io.BytesIO()
+        torch.save(_cpu(optimizer.state_dict()), buffer)
+        blob = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
+        return {"per_rank": self.all_gather_object(blob)}
+
+    def load_module_state_dict(self, module: nn.Module, state: dict[str, Any]) -> None:
+        if self._engine is not None and self.stage >= 3:
+            import deepspeed
+
+            with deepspeed.zero.GatheredParameters(list(module.parameters()), modifier_rank=0):
+                if self.is_global_zero:
+                    module.load_state_dict(state)
+            return
+        module.load_state_dict(state)
+
+    def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: Any) -> None:
+        from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler, LossScaler
+        from deepspeed.utils.tensor_fragment import fragment_address
+
+        allowed = [LossScaler, DynamicLossScaler, fragment_address]  # DeepSpeed's own state classes
+        with torch.serialization.safe_globals(allowed):
+            states = [
+                torch.load(io.BytesIO(blob.numpy().tobytes()), weights_only=True)
+                for blob in state["per_rank"]
+            ]
+        optimizer.load_state_dict(states, load_from_fp32_weights=True)
+
+
+def _cpu(value: Any) -> Any:
+    """Tensors to CPU and enums to their values, so a weights-only load accepts the state."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, dict):
+        return {k: _cpu(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_cpu(v) for v in value)
+    return value
