@@ -39,6 +39,8 @@ def load_checkpoint(
 ) -> dict[str, Any]:
     """Read a checkpoint; ``weights_only=True`` refuses pickled code unless you opt out."""
     path = Path(path)
+    if path.is_dir():
+        return _load_sharded(path, map_location, weights_only)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist")
     try:
@@ -52,9 +54,53 @@ def load_checkpoint(
         raise
 
 
+SHARDED_META = "trainkit.pt"
+
+
+def _load_sharded(path: Path, map_location: Any, weights_only: bool) -> dict[str, Any]:
+    """A sharded checkpoint folder (torch.distributed.checkpoint) read back as one full dict."""
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    checkpoint = load_checkpoint(path / SHARDED_META, map_location, weights_only)
+    with tempfile.TemporaryDirectory() as tmp:
+        full = Path(tmp) / "full.pt"
+        dcp_to_torch_save(path, full)
+        checkpoint.update(torch.load(full, map_location=map_location, weights_only=weights_only))
+    return checkpoint
+
+
+def save_sharded_checkpoint(
+    checkpoint: dict[str, Any], path: str | os.PathLike, is_writer: bool, barrier: Any
+) -> Path:
+    """Every rank writes its shards of ``state_dict``/``optimizer_states`` (a collective); the
+    writer rank adds the rest as trainkit.pt; the folder replaces ``path`` once complete."""
+    import shutil
+
+    import torch.distributed.checkpoint as dcp
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    if is_writer and tmp.exists():
+        shutil.rmtree(tmp)
+    barrier()
+    shards = {key: checkpoint.pop(key) for key in ("state_dict", "optimizer_states")}
+    dcp.save(shards, checkpoint_id=str(tmp))
+    if is_writer:
+        save_checkpoint(checkpoint, tmp / SHARDED_META)
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+        os.replace(tmp, path)
+    barrier()
+    return path
+
+
 def find_checkpoint(root: str | os.PathLike, name: str = "last.ckpt") -> Path | None:
     """The most recently written ``name`` under ``root`` (any version folder), or None."""
-    candidates = [p for p in Path(root).glob(f"**/{name}") if p.is_file()]
+    candidates = [
+        p for p in Path(root).glob(f"**/{name}") if p.is_file() or (p / SHARDED_META).is_file()
+    ]
     if not candidates:
         return None
     return max(candidates, key=lambda p: p.stat().st_mtime_ns)

@@ -714,11 +714,7 @@ class Trainer:
     # ---- checkpoints ------------------------------------------------------------------------------
     def save_checkpoint(self, path: str) -> None:
         """Write a full checkpoint (call on every rank; global rank 0 writes)."""
-        checkpoint = checkpoint_state.dump(self)
-        if self.is_global_zero:
-            from trainkit.checkpoint_io import save_checkpoint
-
-            save_checkpoint(checkpoint, path)
+        self.strategy.save_checkpoint_file(checkpoint_state.dump(self), path)
         self.strategy.barrier()
 
     def _collect_rng(self) -> Any:

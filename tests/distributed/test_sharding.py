@@ -11,12 +11,19 @@ import pytest
 import torch
 
 from tests.conftest import REPO, cli_env
+from trainkit.checkpoint_io import find_checkpoint, load_checkpoint
 
 CONFIG = str(REPO / "configs" / "autoencoder.yaml")
 STRATEGIES = {
     "ddp": ["--trainer.strategy", "ddp"],
     "ddp_sharded": ["--trainer.strategy", "ddp_sharded"],
     "fsdp": ["-c", str(REPO / "configs" / "fsdp.yaml")],
+    "fsdp_sharded_checkpoints": [
+        "-c",
+        str(REPO / "configs" / "fsdp.yaml"),
+        "--trainer.strategy.init_args.state_dict_type",
+        "sharded",
+    ],
     "deepspeed_stage_2": ["--trainer.strategy", "deepspeed_stage_2"],
     "deepspeed_stage_3": ["--trainer.strategy", "deepspeed_stage_3"],
 }
@@ -47,8 +54,7 @@ def fit(start_cli, root, strategy, *extra):
     )
     out, err = proc.communicate(timeout=150)
     assert proc.returncode == 0, err
-    newest = max(root.glob("**/last.ckpt"), key=lambda p: p.stat().st_mtime_ns)
-    checkpoint = torch.load(newest, weights_only=True)
+    checkpoint = load_checkpoint(find_checkpoint(root))  # a file, or a folder of per-rank shards
     state_bytes = [int((root / f"optstate_rank{r}.txt").read_text()) for r in range(2)]
     return checkpoint, state_bytes, out
 
@@ -81,6 +87,7 @@ def test_sharded_strategies_train_like_ddp_and_shard_optimizer_state(start_cli, 
     [
         "ddp_sharded",
         "fsdp",
+        "fsdp_sharded_checkpoints",
         *(pytest.param(name, marks=needs_deepspeed) for name in STRATEGIES if "deep" in name),
     ],
 )
@@ -92,6 +99,9 @@ def test_checkpoints_resume_in_the_strategy_and_load_on_one_device(start_cli, tm
     )
     assert resumed["epoch"] == 2 and resumed["global_step"] == 21  # 7 steps per epoch on each rank
     assert "epoch 2:" in out and "epoch 0:" not in out
+    if strategy == "fsdp_sharded_checkpoints":  # every rank wrote its own shard file
+        names = sorted(p.name for p in find_checkpoint(root).iterdir())
+        assert names == [".metadata", "__0_0.distcp", "__1_0.distcp", "trainkit.pt"]
     test = subprocess.run(
         [
             sys.executable,

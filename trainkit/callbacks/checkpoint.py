@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +106,10 @@ class ModelCheckpoint(Callback):
     def _remove(trainer: Any, paths: list[str]) -> None:
         if trainer.is_global_zero:
             for path in paths:
-                Path(path).unlink(missing_ok=True)
+                if Path(path).is_dir():  # a sharded checkpoint folder
+                    shutil.rmtree(path)
+                else:
+                    Path(path).unlink(missing_ok=True)
 
     def format_path(self, epoch: int, step: int, metrics: dict[str, float]) -> str:
         """Fill the filename template: ``{epoch}-{val_loss:.2f}`` -> ``epoch=3-val_loss=0.12``."""

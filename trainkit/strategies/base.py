@@ -166,6 +166,13 @@ class Strategy:
     def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
         return optimizer.state_dict()
 
+    def save_checkpoint_file(self, checkpoint: dict[str, Any], path: str) -> None:
+        """Write the checkpoint (called on every rank): one file, from global rank 0."""
+        if self.is_global_zero:
+            from trainkit.checkpoint_io import save_checkpoint
+
+            save_checkpoint(checkpoint, path)
+
     def load_module_state_dict(self, module: nn.Module, state: dict[str, Any]) -> None:
         module.load_state_dict(state)
 

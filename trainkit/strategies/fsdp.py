@@ -29,6 +29,7 @@ class FSDPStrategy(DDPStrategy):
         activation_checkpointing: list[str] | None = None,
         cpu_offload: bool = False,
         mixed_precision: bool = True,
+        state_dict_type: str = "full",
         process_group_backend: str | None = None,
         timeout_s: float = 1800.0,
     ) -> None:
@@ -42,6 +43,8 @@ class FSDPStrategy(DDPStrategy):
             activation_checkpointing: Module class names whose activations are recomputed in backward.
             cpu_offload: Keep sharded parameters, gradients and optimizer state in CPU memory.
             mixed_precision: Under bf16-mixed/16-mixed, compute in that dtype (reduce in float32).
+            state_dict_type: Checkpoints as one 'full' file written by rank 0, or 'sharded': a folder
+                where every rank writes its own shards (torch.distributed.checkpoint).
             process_group_backend: Override the backend (gloo on CPU, nccl on GPU).
             timeout_s: Collective timeout in seconds.
         """
@@ -50,6 +53,9 @@ class FSDPStrategy(DDPStrategy):
             raise ConfigError(
                 "fsdp sharding_strategy", sharding_strategy, "'FULL_SHARD' or 'SHARD_GRAD_OP'"
             )
+        if state_dict_type not in ("full", "sharded"):
+            raise ConfigError("fsdp state_dict_type", state_dict_type, "'full' or 'sharded'")
+        self.state_dict_type = state_dict_type
         self.sharding_strategy = sharding_strategy
         self.auto_wrap_policy = list(auto_wrap_policy or [])
         self.min_num_params = min_num_params
@@ -120,25 +126,31 @@ class FSDPStrategy(DDPStrategy):
     def unwrap(self, wrapped: nn.Module) -> nn.Module:
         return wrapped.module
 
-    # ---- checkpoints: full (unsharded) state on every rank's CPU, written by rank 0 ----
+    # ---- checkpoints: full state written by rank 0, or each rank's shards (state_dict_type) ----
     def module_state_dict(self, module: nn.Module) -> dict[str, Any]:
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict
 
-        return get_model_state_dict(
-            module, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
-        )
+        return get_model_state_dict(module, options=self._save_options())
 
     def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-        from torch.distributed.checkpoint.state_dict import (
-            StateDictOptions,
-            get_optimizer_state_dict,
-        )
+        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
-        return get_optimizer_state_dict(
-            self._module,
-            optimizer,
-            options=StateDictOptions(full_state_dict=True, cpu_offload=True),
-        )
+        return get_optimizer_state_dict(self._module, optimizer, options=self._save_options())
+
+    def _save_options(self) -> Any:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+        if self.state_dict_type == "sharded":
+            return StateDictOptions(full_state_dict=False)
+        return StateDictOptions(full_state_dict=True, cpu_offload=True)
+
+    def save_checkpoint_file(self, checkpoint: dict[str, Any], path: str) -> None:
+        if self.state_dict_type != "sharded" or not self._sharded:
+            super().save_checkpoint_file(checkpoint, path)
+            return
+        from trainkit.checkpoint_io import save_sharded_checkpoint
+
+        save_sharded_checkpoint(checkpoint, path, self.is_global_zero, self.barrier)
 
     def load_module_state_dict(self, module: nn.Module, state: dict[str, Any]) -> None:
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
