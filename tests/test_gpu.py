@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.conftest import REPO
 from tests.helpers.models import Regression, regression_loader
 
 pytestmark = [
@@ -53,34 +54,20 @@ def test_scaler_state_round_trips_through_checkpoints(tmp_path):
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
-def test_ddp_over_nccl_on_two_gpus(tmp_path):
-    import subprocess
-    import sys
-
-    from tests.conftest import REPO, cli_env
-
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "trainkit",
-            "fit",
-            "-c",
-            str(REPO / "configs" / "autoencoder.yaml"),
-            "--trainer.accelerator",
-            "gpu",
-            "--trainer.devices",
-            "0,1",
-            "--trainer.max_epochs",
-            "1",
-            "--trainer.default_root_dir",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
+def test_ddp_over_nccl_on_two_gpus(run_cli, tmp_path):
+    result = run_cli(
+        "fit",
+        "-c",
+        str(REPO / "configs" / "autoencoder.yaml"),
+        "--trainer.accelerator",
+        "gpu",
+        "--trainer.devices",
+        "0,1",
+        "--trainer.max_epochs",
+        "1",
+        "--trainer.default_root_dir",
+        str(tmp_path),
         timeout=300,
-        env=cli_env(),
-        cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr
     assert "nccl" in result.stdout
@@ -101,3 +88,26 @@ def test_dp_splits_the_batch_over_two_gpus(make_trainer, precision):
     )
     trainer.fit(Probe(), regression_loader())
     assert devices_seen == {torch.device("cuda", 0), torch.device("cuda", 1)}
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+def test_sharded_fp16_uses_the_sharded_grad_scaler(run_cli, tmp_path):
+    from fairscale.optim.grad_scaler import ShardedGradScaler
+
+    from trainkit import Trainer
+
+    trainer = Trainer(accelerator="gpu", devices=2, strategy="ddp_sharded", precision="16-mixed")
+    assert isinstance(trainer.precision_plugin.scaler, ShardedGradScaler)
+    result = run_cli(
+        "fit",
+        "-c",
+        str(REPO / "configs" / "sharded.yaml"),
+        "--trainer.accelerator",
+        "gpu",
+        "--trainer.precision",
+        "16-mixed",
+        "--trainer.default_root_dir",
+        str(tmp_path),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr

@@ -119,6 +119,10 @@ class Trainer:
         self.precision_plugin = Precision(self.precision, self.strategy.root_device.type)
         self.strategy.sync_batchnorm = sync_batchnorm
         self.strategy.precision = self.precision
+        if self.precision_plugin.scaler is not None:
+            self.precision_plugin.scaler = (
+                self.strategy.grad_scaler() or self.precision_plugin.scaler
+            )
         if accumulate_grad_batches > 1 and not self.strategy.supports_accumulation:
             raise ConfigError(
                 "trainer.accumulate_grad_batches",

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import csv
-import subprocess
-import sys
 
 import pytest
 import torch
 
-from tests.conftest import REPO, cli_env
+from tests.conftest import REPO
 
 CONFIG = str(REPO / "configs" / "pipeline.yaml")
 COMMON = [
@@ -77,24 +75,15 @@ def test_pipeline_matches_the_unsplit_model(start_cli, tmp_path, devices, balanc
         (["--model", "trainkit.demos.autoencoder.AutoEncoder"], "sequential_module"),
     ],
 )
-def test_bad_pipeline_settings_fail_before_any_rank_starts(tmp_path, args, named):
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "trainkit",
-            "fit",
-            "-c",
-            CONFIG,
-            *args,
-            "--trainer.default_root_dir",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
+def test_bad_pipeline_settings_fail_before_any_rank_starts(run_cli, tmp_path, args, named):
+    result = run_cli(
+        "fit",
+        "-c",
+        CONFIG,
+        *args,
+        "--trainer.default_root_dir",
+        str(tmp_path),
         timeout=60,
-        env=cli_env(),
-        cwd=tmp_path,
     )
     assert result.returncode == 2, result.stderr
     assert named in result.stderr and "Traceback" not in result.stderr

@@ -4,13 +4,11 @@ on one device, and optimizer state that is really split across the ranks."""
 from __future__ import annotations
 
 import importlib.util
-import subprocess
-import sys
 
 import pytest
 import torch
 
-from tests.conftest import REPO, cli_env
+from tests.conftest import REPO
 from trainkit.checkpoint_io import find_checkpoint, load_checkpoint
 
 CONFIG = str(REPO / "configs" / "autoencoder.yaml")
@@ -91,7 +89,9 @@ def test_sharded_strategies_train_like_ddp_and_shard_optimizer_state(start_cli, 
         *(pytest.param(name, marks=needs_deepspeed) for name in STRATEGIES if "deep" in name),
     ],
 )
-def test_checkpoints_resume_in_the_strategy_and_load_on_one_device(start_cli, tmp_path, strategy):
+def test_checkpoints_resume_in_the_strategy_and_load_on_one_device(
+    start_cli, run_cli, tmp_path, strategy
+):
     root = tmp_path / strategy
     fit(start_cli, root, strategy)
     resumed, _, out = fit(
@@ -102,28 +102,45 @@ def test_checkpoints_resume_in_the_strategy_and_load_on_one_device(start_cli, tm
     if strategy == "fsdp_sharded_checkpoints":  # every rank wrote its own shard file
         names = sorted(p.name for p in find_checkpoint(root).iterdir())
         assert names == [".metadata", "__0_0.distcp", "__1_0.distcp", "trainkit.pt"]
-    test = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "trainkit",
-            "test",
-            "-c",
-            CONFIG,
-            "--model.init_args.hidden",
-            "128",
-            "--trainer.devices",
-            "1",
-            "--ckpt_path",
-            "last",
-            "--trainer.default_root_dir",
-            str(root),
-        ],
-        capture_output=True,
-        text=True,
+    test = run_cli(
+        "test",
+        "-c",
+        CONFIG,
+        "--model.init_args.hidden",
+        "128",
+        "--trainer.devices",
+        "1",
+        "--ckpt_path",
+        "last",
+        "--trainer.default_root_dir",
+        str(root),
         timeout=120,
-        env=cli_env(),
-        cwd=tmp_path,
     )
     assert test.returncode == 0, test.stderr
     assert "test_loss" in test.stdout
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize(
+    "config", ["fsdp", "sharded", pytest.param("deepspeed", marks=needs_deepspeed)]
+)
+def test_bf16_mixed_trains_with_each_memory_strategy(start_cli, tmp_path, config):
+    proc = start_cli(
+        "fit",
+        "-c",
+        str(REPO / "configs" / f"{config}.yaml"),
+        "--trainer.precision",
+        "bf16-mixed",
+        "--trainer.max_epochs",
+        "2",
+        "--data.init_args.num_samples",
+        "1024",
+    )
+    out, err = proc.communicate(timeout=190)
+    assert proc.returncode == 0, err
+    losses = [
+        float(line.split("train_loss=")[1].split()[0])
+        for line in out.splitlines()
+        if "train_loss=" in line
+    ]
+    assert losses[-1] < losses[0] / 2

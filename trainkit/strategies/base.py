@@ -91,6 +91,10 @@ class Strategy:
         """Move ``module`` to the root device and return what the training step runs through."""
         return module.to(self.root_device)
 
+    def grad_scaler(self) -> Any:
+        """The fp16 gradient scaler this strategy needs (None: torch's GradScaler)."""
+        return None
+
     def setup_optimizers(self, wrapped: nn.Module, optimizers: list[Any], schedulers: list[Any]):
         """Adjust optimizers (and the module wrapper) once they exist; default: unchanged."""
         return wrapped, optimizers

@@ -22,6 +22,12 @@ class ShardedStrategy(DDPStrategy):
     def setup_module(self, module: nn.Module) -> nn.Module:
         return _StepForwarder(module.to(self.root_device))  # wrapped once the optimizers exist
 
+    def grad_scaler(self) -> Any:
+        """fp16 needs fairscale's ShardedGradScaler: each rank only sees its shard's gradients."""
+        from fairscale.optim.grad_scaler import ShardedGradScaler
+
+        return ShardedGradScaler()
+
     def setup_optimizers(self, wrapped: nn.Module, optimizers: list[Any], schedulers: list[Any]):
         """Rebuild each optimizer as an OSS shard and wrap the module in ShardedDataParallel."""
         from fairscale.nn.data_parallel import ShardedDataParallel
