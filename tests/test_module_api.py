@@ -308,3 +308,33 @@ def test_datamodule_prepare_data_once_and_setup_per_stage(make_trainer):
     result = trainer.test(model, datamodule=data, verbose=False)
     assert data.prepared == 2 and data.stages == ["fit", "test"]
     assert set(result[0]) == {"test_loss"}
+
+
+def test_manual_optimization_with_the_config_optimizer_section(make_trainer):
+    """A module without configure_optimizers gets one from the CLI's optimizer: section."""
+    from trainkit import TrainModule
+    from trainkit.cli_parser import ConfiguredOptimizers
+
+    class ManualNoConfigure(TrainModule):
+        def __init__(self):
+            super().__init__()
+            self.automatic_optimization = False
+            self.layer = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch, batch_idx):
+            optimizer = self.optimizers()
+            x, y = batch
+            optimizer.zero_grad()
+            self.manual_backward(F.mse_loss(self.layer(x), y))
+            optimizer.step()
+
+    model = ManualNoConfigure()
+    model.configure_optimizers = ConfiguredOptimizers(
+        model, {"class_path": "torch.optim.SGD", "init_args": {"lr": 0.1}}, None
+    )
+    before = model.layer.weight.detach().clone()
+    trainer = make_trainer(max_epochs=1)
+    trainer.fit(model, regression_loader())
+    assert isinstance(trainer.optimizers[0], torch.optim.SGD) and not torch.equal(
+        before, model.layer.weight
+    )

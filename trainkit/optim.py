@@ -118,12 +118,3 @@ def _describe(value: Any) -> str:
         if len(text) > 60
         else f"{type(value).__name__} {text}"
     )
-
-
-def scale_learning_rates(optimizers: list[torch.optim.Optimizer], factor: float) -> None:
-    """Multiply every param group's ``lr`` (and ``initial_lr``) by ``factor``."""
-    for optimizer in optimizers:
-        for group in optimizer.param_groups:
-            group["lr"] = group["lr"] * factor
-            if "initial_lr" in group:
-                group["initial_lr"] = group["initial_lr"] * factor

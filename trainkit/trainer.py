@@ -445,7 +445,7 @@ class Trainer:
         if self.limit_val_batches == 0:
             self.val_loaders = []
         self._wrapped = self.strategy.setup_module(module)
-        if module.automatic_optimization or overrides_configure(module):
+        if module.automatic_optimization or defines_optimizers(module):
             self.optimizers, self.lr_scheduler_configs = parse_optimizers(
                 module.configure_optimizers()
             )
@@ -733,8 +733,10 @@ class Trainer:
         return checkpoint_state.batches_to_skip(self)
 
 
-def overrides_configure(module: TrainModule) -> bool:
-    return type(module).configure_optimizers is not TrainModule.configure_optimizers
+def defines_optimizers(module: TrainModule) -> bool:
+    """Whether the module (its class, or the CLI's optimizer section) provides configure_optimizers."""
+    configure = module.configure_optimizers
+    return getattr(configure, "__func__", None) is not TrainModule.configure_optimizers
 
 
 def _check_positive(name: str, value: Any) -> None:
