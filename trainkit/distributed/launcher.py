@@ -199,7 +199,19 @@ class RankGroup:
         return None
 
     def _first_failure(self, failed: list[int]) -> int:
+        """The root cause: a rank killed from outside (no error file; a signal other than the
+        SIGABRT of a crashing interpreter) comes first, since its peers' errors follow from it;
+        else the earliest recorded exception."""
         errors = {rank: self._error(rank) for rank in range(len(self.procs))}
+        killed = [
+            rank
+            for rank in failed
+            if errors[rank] is None
+            and self.procs[rank].returncode < 0
+            and self.procs[rank].returncode != -signal.SIGABRT
+        ]
+        if killed:
+            return killed[0]
         with_errors = [rank for rank, error in errors.items() if error and self.procs[rank].poll()]
         if with_errors:
             return min(with_errors, key=lambda rank: errors[rank]["time"])
