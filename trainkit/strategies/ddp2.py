@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from trainkit.strategies.base import Strategy
 from trainkit.strategies.ddp import DDPStrategy
 from trainkit.strategies.dp import DataParallelStrategy
 
@@ -54,15 +55,9 @@ class DDP2Strategy(DDPStrategy):
     def default_step_end(self) -> Callable[[Any], Any] | None:
         return self._dp.default_step_end()
 
-    def no_backward_sync(self, wrapped: nn.Module) -> Any:
-        import contextlib
-
-        return (
-            contextlib.nullcontext()
-        )  # gradients are synced once, right before the optimizer step
-
-    def unwrap(self, wrapped: nn.Module) -> nn.Module:
-        return wrapped
+    # no DDP wrapper here: gradients are synced once, right before the optimizer step
+    no_backward_sync = Strategy.no_backward_sync
+    unwrap = Strategy.unwrap
 
     def gradient_sync_fn(self) -> Callable[[list[torch.Tensor]], None] | None:
         return average_gradients
