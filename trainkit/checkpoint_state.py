@@ -16,8 +16,10 @@ def dump(trainer: Trainer) -> dict[str, Any]:
     module = trainer.lightning_module
     strategy = trainer.strategy
     in_fit = trainer.state == "fit"
-    batches = trainer._batch_idx if in_fit else 0
-    completed = not in_fit or batches >= trainer.num_training_batches
+    phase = trainer._epoch_phase if in_fit else None  # None: between epochs
+    batches = trainer._batches_done if phase else 0
+    # an epoch is complete once its end ran over every batch (not one cut short by max_steps)
+    completed = not in_fit or (phase == "end" and batches >= trainer.num_training_batches)
     checkpoint: dict[str, Any] = {
         "format": CHECKPOINT_FORMAT,
         "epoch": trainer.current_epoch,

@@ -62,8 +62,9 @@ class FitLoop:
         trainer._call("on_train_start")
         while not trainer.fit_done:
             self.run_epoch()
-        trainer._call("on_train_end")
-        trainer._call("on_fit_end")
+        if trainer.preempted is None:  # a preempted fit has not ended: it resumes later
+            trainer._call("on_train_end")
+            trainer._call("on_fit_end")
 
     def run_epoch(self) -> None:
         trainer = self.trainer
@@ -78,9 +79,13 @@ class FitLoop:
         module.train()
         trainer._call("on_train_epoch_start")
         skip = trainer._resume_batches_to_skip()
+        trainer._epoch_phase = "batches"
         self._run_batches(loader, skip, store)
-        trainer.num_training_batches_seen = trainer._batch_idx
-        trainer._finish_train_epoch(store)
+        trainer.num_training_batches_seen = trainer._batches_done
+        if trainer.preempted is None:
+            trainer._epoch_phase = "end"
+            trainer._finish_train_epoch(store)
+        trainer._epoch_phase = None
 
     def _run_batches(self, loader: Any, skip: int, store: MetricStore) -> None:
         trainer = self.trainer
@@ -108,18 +113,21 @@ class FitLoop:
         max_steps = trainer.max_steps
         mixed = precision.is_mixed
         distributed = strategy.is_distributed and accumulate > 1
+        preemption = trainer._preemption
 
         iterator = iter(loader)
         for _ in range(skip):
             next(iterator)
+        trainer._batches_done = skip
         if skip:
             trainer._restore_resume_rng(after_skip=True)
+            if val_every and skip % val_every == 0:  # it ran after the checkpoint was taken
+                trainer._run_validation()
         batch_idx = skip - 1
         for batch_idx, batch in enumerate(iterator, start=skip):
             if batch_idx >= total:
                 batch_idx -= 1
                 break
-            trainer._batch_idx = batch_idx
             store.new_batch(batch)
             if to_device is not None:
                 batch = to_device(batch)
@@ -156,13 +164,17 @@ class FitLoop:
                 trainer.global_step += 1
                 if log_every and trainer.global_step % log_every == 0:
                     trainer._log_step_metrics(store)
+            trainer._batches_done = batch_idx + 1
             for hook in end_hooks:
                 hook(output, batch, batch_idx)
+            if preemption is not None and preemption.should_stop(not automatic or boundary):
+                preemption.save_and_stop()
+                break
             if val_every and (batch_idx + 1) % val_every == 0:
                 trainer._run_validation()
             if trainer.should_stop or (0 <= max_steps <= trainer.global_step):
                 break
-        trainer._batch_idx = batch_idx + 1
+        trainer._batches_done = batch_idx + 1
 
 
 class EvalLoop:

@@ -205,7 +205,10 @@ class Trainer:
         self._train_store: MetricStore | None = None
         self._epoch_metrics: dict[str, torch.Tensor] = {}
         self._prog_bar_epoch_keys: dict[str, None] = {}
-        self._batch_idx = 0
+        self._batches_done = 0  # training batches of the current epoch already stepped
+        self._epoch_phase: str | None = None  # 'batches' or 'end' while an epoch runs
+        self._preemption: Any = None
+        self.preempted: str | None = None  # the stop signal's name once fit saved and stopped
         self._epoch_start_rng: Any = None
         self._resume: dict[str, Any] | None = None
         self._model_callbacks_added = False
@@ -312,6 +315,8 @@ class Trainer:
 
     @property
     def fit_done(self) -> bool:
+        if self.preempted is not None:
+            return True
         if 0 <= self.max_steps <= self.global_step:
             return True
         if self.current_epoch >= self.max_epochs:
@@ -464,7 +469,18 @@ class Trainer:
         self._log_hyperparams()
         if self.is_global_zero and self._show_summary:
             print_summary(self.run_summary)
-        FitLoop(self).run()
+        from trainkit.preemption import Preemption
+
+        self.preempted = None
+        preemption = self._preemption = Preemption(self)
+        try:
+            FitLoop(self).run()
+        except BaseException:
+            preemption.close(settle=False)
+            raise
+        finally:
+            self._preemption = None
+        preemption.close()
 
     def _evaluate(
         self, stage: str, ckpt_path: str | None, dataloaders: Any, verbose: bool

@@ -167,7 +167,7 @@ def test_sigterm_to_the_launcher_stops_every_rank(start_cli, tmp_path):
         "--trainer.devices",
         "2",
     )
-    from tests.distributed.conftest import processes_mentioning
+    from tests.conftest import processes_mentioning
 
     deadline = time.monotonic() + 40
     while len(processes_mentioning(str(tmp_path))) < 3 and time.monotonic() < deadline:

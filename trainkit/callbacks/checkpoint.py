@@ -15,7 +15,8 @@ _FIELD = re.compile(r"\{([A-Za-z_][\w/.-]*)(:[^}]*)?\}")
 
 
 class ModelCheckpoint(Callback):
-    """Save checkpoints at epoch ends: top-k by ``monitor`` (or the latest), plus ``last.ckpt``."""
+    """Save checkpoints at epoch ends (and every N steps): top-k by ``monitor`` (or the latest),
+    plus ``last.ckpt``; a mid-epoch checkpoint resumes at the exact batch it was taken after."""
 
     order = 20  # runs after other callbacks, once epoch metrics are reduced
 
@@ -28,8 +29,21 @@ class ModelCheckpoint(Callback):
         save_top_k: int = 1,
         save_last: bool = True,
         every_n_epochs: int = 1,
+        every_n_train_steps: int = 0,
         auto_insert_metric_name: bool = True,
     ) -> None:
+        """
+        Args:
+            dirpath: Folder of the checkpoints (default: the run's log folder / checkpoints).
+            filename: Name template, e.g. '{epoch}-{val_loss:.2f}' (default '{epoch}-{step}').
+            monitor: Logged metric that ranks checkpoints (None: keep the latest).
+            mode: 'min' or 'max': which way the monitored metric improves.
+            save_top_k: How many best checkpoints to keep (-1: all, 0: none).
+            save_last: Also keep last.ckpt, the newest state, for --ckpt_path last.
+            every_n_epochs: Save at the end of every N-th epoch.
+            every_n_train_steps: Also save after every N optimizer steps, mid-epoch (0: off).
+            auto_insert_metric_name: Write 'epoch=3' rather than '3' in filenames.
+        """
         if mode not in ("min", "max"):
             raise ConfigError("ModelCheckpoint mode", mode, "'min' or 'max'")
         if save_top_k < -1:
@@ -38,6 +52,10 @@ class ModelCheckpoint(Callback):
             )
         if every_n_epochs < 1:
             raise ConfigError("ModelCheckpoint every_n_epochs", every_n_epochs, "an int >= 1")
+        if every_n_train_steps < 0:
+            raise ConfigError(
+                "ModelCheckpoint every_n_train_steps", every_n_train_steps, "0 (off) or an int >= 1"
+            )
         self.dirpath = dirpath
         self.filename = filename
         self.monitor = monitor
@@ -45,6 +63,8 @@ class ModelCheckpoint(Callback):
         self.save_top_k = save_top_k
         self.save_last = save_last
         self.every_n_epochs = every_n_epochs
+        self.every_n_train_steps = every_n_train_steps
+        self._saved_at_step = -1
         self.auto_insert_metric_name = auto_insert_metric_name
         self.best_k_models: dict[str, float] = {}
         self.best_model_path = ""
@@ -55,9 +75,21 @@ class ModelCheckpoint(Callback):
         if self.dirpath is None:
             self.dirpath = str(Path(trainer.log_dir) / "checkpoints")
 
+    def on_train_batch_end(
+        self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        every = self.every_n_train_steps
+        step = trainer.global_step
+        if every and step % every == 0 and step != self._saved_at_step:
+            self._saved_at_step = step
+            self._save(trainer)
+
     def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
         if (trainer.current_epoch + 1) % self.every_n_epochs and not trainer.is_final_epoch:
             return
+        self._save(trainer)
+
+    def _save(self, trainer: Any) -> None:
         metrics = {k: _as_float(v) for k, v in trainer.callback_metrics.items()}
         if self.save_top_k != 0:
             self._save_top_k(trainer, metrics)

@@ -1,0 +1,77 @@
+"""Resuming from a mid-epoch checkpoint ends bitwise equal to the run that was never stopped."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.reliability.runs import assert_same_weights, checkpoints, write_config
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(
+    ("devices", "workers"),
+    [(1, 0), (1, 2), (2, 0), (2, 1)],
+    ids=["1rank", "1rank-2workers", "2ranks", "2ranks-1worker"],
+)
+def test_resume_from_a_mid_epoch_checkpoint_is_bitwise_exact(tmp_path, start_cli, devices, workers):
+    config = write_config(tmp_path, devices=devices, workers=workers)
+    straight = start_cli("fit", "-c", str(config), root=tmp_path / "straight")
+    assert straight.wait(timeout=120) == 0, straight.stderr.read()
+    saved = checkpoints(tmp_path / "straight")
+    batches_per_epoch = 12 // devices
+    mid = next(  # the first step checkpoint inside the second epoch, not at its edge
+        name
+        for name, path in saved.items()
+        if name.startswith("epoch=1-")
+        and torch.load(path, weights_only=True)["loops"]["batches_in_epoch"] % batches_per_epoch
+    )
+    loops = torch.load(saved[mid], weights_only=True)["loops"]
+    assert loops["epoch"] == 1 and not loops["epoch_completed"]
+    assert 0 < loops["batches_in_epoch"] < batches_per_epoch
+
+    resumed = start_cli(
+        "fit", "-c", str(config), "--ckpt_path", str(saved[mid]), root=tmp_path / "resumed"
+    )
+    assert resumed.wait(timeout=120) == 0, resumed.stderr.read()
+    assert_same_weights(saved["last.ckpt"], checkpoints(tmp_path / "resumed")["last.ckpt"])
+    assert (
+        torch.load(checkpoints(tmp_path / "resumed")["last.ckpt"], weights_only=True)["global_step"]
+        == 3 * batches_per_epoch
+    )
+
+
+def _fit_with_mid_epoch_validation(root, ckpt_path=None):
+    from tests.helpers.resumable import NoisyData, NoisyRegressor
+    from trainkit import Trainer, seed_everything
+    from trainkit.callbacks import ModelCheckpoint
+
+    class ShuffledValidation(NoisyData):
+        def val_dataloader(self):  # a shuffled val loader draws from the global RNG
+            return torch.utils.data.DataLoader(
+                self.train_dataloader().dataset, batch_size=4, shuffle=True
+            )
+
+    seed_everything(7)
+    model = NoisyRegressor()
+    trainer = Trainer(
+        accelerator="cpu",
+        max_epochs=2,
+        val_check_interval=4,
+        limit_val_batches=2,
+        default_root_dir=str(root),
+        enable_progress_bar=False,
+        logger=False,
+        callbacks=[ModelCheckpoint(every_n_train_steps=4, save_top_k=-1)],
+    )
+    trainer.fit(model, datamodule=ShuffledValidation(), ckpt_path=ckpt_path)
+    return trainer, model
+
+
+def test_resume_replays_the_validation_that_followed_the_checkpoint(tmp_path):
+    trainer, straight = _fit_with_mid_epoch_validation(tmp_path / "a")
+    mid = trainer.checkpoint_callback.dirpath + "/epoch=1-step=16.ckpt"
+    assert torch.load(mid, weights_only=True)["loops"]["batches_in_epoch"] == 4
+    _, resumed = _fit_with_mid_epoch_validation(tmp_path / "b", ckpt_path=mid)
+    for key, value in straight.state_dict().items():
+        assert torch.equal(resumed.state_dict()[key], value), key

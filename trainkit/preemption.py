@@ -1,0 +1,134 @@
+"""Preemption: SIGTERM, SIGINT or SIGUSR1 during fit make every rank finish its step, save a
+resumable checkpoint once, and exit with PREEMPTED_EXIT_CODE; a later second signal exits at once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainkit.trainer import Trainer
+
+PREEMPTED_EXIT_CODE = 75  # sysexits.h EX_TEMPFAIL: a temporary failure; run again to resume
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+SAME_NOTICE_SECONDS = 1.0  # the copy a launcher forwards, or a scheduler's signal to every process
+ABORT_FILE_ENV = "TRAINKIT_ABORT_FILE"
+
+
+class StopSignals:
+    """Signal handlers: the first stop signal is recorded; one arriving a second or more later
+    ends the process at once; any, once the launcher is tearing a failed job down, ends it too."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._received_at = 0.0
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> bool:
+        """Catch the stop signals (only possible in the main thread); returns whether it did."""
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        for signum in STOP_SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return True
+
+    def uninstall(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        abort_file = os.environ.get(ABORT_FILE_ENV)
+        if abort_file and os.path.exists(abort_file):
+            _exit_now(signum, "the launcher is stopping the job after a failure")
+        now = time.monotonic()
+        if self.received is None:
+            self.received, self._received_at = signum, now
+            return
+        if now - self._received_at >= SAME_NOTICE_SECONDS:
+            _exit_now(signum, "second stop signal")
+
+
+def _exit_now(signum: int, why: str) -> None:
+    name = signal.Signals(signum).name
+    sys.stderr.write(f"trainkit: {name} ({why}): exiting without a checkpoint\n")
+    sys.stderr.flush()
+    os._exit(128 + signum)
+
+
+class Preemption:
+    """Watches for stop signals during fit and decides, identically on every rank, when to stop.
+
+    Distributed runs agree through a small all-reduce (MAX of the local flags) on a dedicated gloo
+    group, started after each batch and read after the next one, so it never blocks a step.
+    """
+
+    def __init__(self, trainer: Trainer) -> None:
+        self.trainer = trainer
+        self.signals = StopSignals()
+        self.installed = self.signals.install()
+        self._pending = False
+        self._work: Any = None
+        self._flag: Any = None
+        self._group: Any = None
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            self._group = dist.new_group(backend="gloo")
+
+    def should_stop(self, can_stop: bool) -> bool:
+        """Called after every training batch on every rank; ``can_stop`` is False mid-accumulation."""
+        if self._group is None:
+            self._pending = self._pending or self.signals.received is not None
+            return self._pending and can_stop
+        import torch
+        import torch.distributed as dist
+
+        if self._work is not None:
+            self._work.wait()
+            self._pending = self._pending or bool(self._flag.item())
+        self._flag = torch.tensor([0 if self.signals.received is None else 1], dtype=torch.int32)
+        self._work = dist.all_reduce(
+            self._flag, op=dist.ReduceOp.MAX, group=self._group, async_op=True
+        )
+        return self._pending and can_stop
+
+    def save_and_stop(self) -> None:
+        """Write the resumable checkpoint (every rank calls; rank 0 writes) and end the fit."""
+        trainer = self.trainer
+        signum = self.signals.received
+        name = signal.Signals(signum).name if signum is not None else "a peer's stop signal"
+        path = preemption_checkpoint_path(trainer)
+        trainer.save_checkpoint(path)
+        callback = trainer.checkpoint_callback
+        if callback is not None:
+            callback.last_model_path = path
+        trainer.preempted = name
+        if trainer.is_global_zero:
+            print(
+                f"trainkit: preempted ({name}) at epoch {trainer.current_epoch}, step "
+                f"{trainer.global_step}; saved {path}; resume with --ckpt_path last",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def close(self, settle: bool = True) -> None:
+        """Restore the previous handlers; ``settle`` waits for the last agreement round (every
+        rank started one), which a failed fit skips since its peers may be gone."""
+        if self.installed:
+            self.signals.uninstall()
+        work, self._work = self._work, None
+        if work is not None and settle:
+            work.wait()
+
+
+def preemption_checkpoint_path(trainer: Trainer) -> str:
+    """``last.ckpt`` where ModelCheckpoint keeps it (or the run's checkpoints folder)."""
+    callback = trainer.checkpoint_callback
+    folder = getattr(callback, "dirpath", None) or Path(trainer.log_dir) / "checkpoints"
+    return str(Path(folder) / "last.ckpt")
