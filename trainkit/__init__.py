@@ -27,6 +27,7 @@ _LAZY = {
     "rank_zero_info": "trainkit.distributed.comm",
     "barrier": "trainkit.distributed.comm",
     "parse_devices": "trainkit.devices",
+    "PREEMPTED_EXIT_CODE": "trainkit.preemption",
 }
 
 __all__ = [*_LAZY, "__version__"]

@@ -19,14 +19,19 @@ SUBCOMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point."""
-    TrainkitCLI(args=argv)
-    finish_rank()
+    """Console entry point; exits 75 (EX_TEMPFAIL) when a stop signal preempted fit."""
+    from trainkit.distributed.launcher import PREEMPTED_EXIT_CODE
+
+    cli = TrainkitCLI(args=argv)
+    code = PREEMPTED_EXIT_CODE if getattr(cli.trainer, "preempted", None) else 0
+    finish_rank(code)
+    if code:
+        raise SystemExit(code)
 
 
-def finish_rank() -> None:
-    """After a successful run in a rank: sync, destroy the process group, and leave without
-    interpreter finalization (where gloo threads still holding tensors can abort the process)."""
+def finish_rank(code: int = 0) -> None:
+    """After a run in a rank: sync, destroy the process group, and leave without interpreter
+    finalization (where gloo threads still holding tensors can abort the process)."""
     torch = sys.modules.get("torch")
     if (
         torch is None
@@ -38,7 +43,7 @@ def finish_rank() -> None:
     torch.distributed.destroy_process_group()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)
 
 
 def fail(message: str, prog: str = "trainkit") -> None:

@@ -11,13 +11,17 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainkit.distributed.launcher import (
+    ABORT_FILE_ENV,
+    PREEMPTED_EXIT_CODE,  # sysexits.h EX_TEMPFAIL: a temporary failure; run again to resume
+    SAME_NOTICE_SECONDS,  # the copy a launcher forwards, or a scheduler's signal to every process
+    STOP_SIGNALS,
+)
+
 if TYPE_CHECKING:
     from trainkit.trainer import Trainer
 
-PREEMPTED_EXIT_CODE = 75  # sysexits.h EX_TEMPFAIL: a temporary failure; run again to resume
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
-SAME_NOTICE_SECONDS = 1.0  # the copy a launcher forwards, or a scheduler's signal to every process
-ABORT_FILE_ENV = "TRAINKIT_ABORT_FILE"
+__all__ = ["PREEMPTED_EXIT_CODE", "Preemption", "StopSignals"]
 
 
 class StopSignals:

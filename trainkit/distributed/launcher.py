@@ -22,6 +22,10 @@ from pathlib import Path
 from typing import Any
 
 ERROR_FILE_ENV = "TRAINKIT_ERROR_FILE"
+ABORT_FILE_ENV = "TRAINKIT_ABORT_FILE"  # exists once the launcher tears a failed job down
+PREEMPTED_EXIT_CODE = 75  # as trainkit.preemption: the rank saved its state after a stop signal
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
+SAME_NOTICE_SECONDS = 1.0
 GRACE_SECONDS = 3.0
 POLL_SECONDS = 0.05
 PORT_RETRIES = 3
@@ -99,6 +103,7 @@ def build_rank_command(
     )
     if error_dir is not None:
         rank_env[ERROR_FILE_ENV] = str(Path(error_dir) / f"rank{local_rank}.json")
+        rank_env[ABORT_FILE_ENV] = str(Path(error_dir) / "abort")
     return list(argv), rank_env
 
 
@@ -156,12 +161,12 @@ class RankGroup:
         self.procs: list[subprocess.Popen] = []
         self.error_dir = tempfile.mkdtemp(prefix="trainkit-errors-")
         self._signalled: int | None = None
+        self._signalled_at = 0.0
+        self._forced = False
 
     def run(self) -> tuple[int, bool]:
         """Start, watch, tear down; returns (exit code, whether the failure was a port clash)."""
-        previous = {
-            sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
-        }
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in STOP_SIGNALS}
         try:
             for local_rank in range(self.world.local_world_size):
                 argv, env = build_rank_command(
@@ -173,30 +178,56 @@ class RankGroup:
             self._stop_all()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-        if self._signalled is not None:
+        if failed is not None:
+            return self._report(failed)
+        codes = [proc.returncode for proc in self.procs]
+        name = signal.Signals(self._signalled).name if self._signalled else ""
+        if self._forced:
+            print(f"trainkit: second {name}: killed every rank at once", file=sys.stderr)
+            return 128 + self._signalled, False
+        if PREEMPTED_EXIT_CODE in codes:
             print(
-                f"trainkit: stopped all ranks on {signal.Signals(self._signalled).name}",
+                f"trainkit: preempted{f' ({name})' if name else ''}: every rank saved its state "
+                "and stopped; run the same command with --ckpt_path last to resume",
                 file=sys.stderr,
             )
+            return PREEMPTED_EXIT_CODE, False
+        if self._signalled is not None and any(codes):
+            print(f"trainkit: stopped all ranks on {name}", file=sys.stderr)
             return 128 + self._signalled, False
-        if failed is None:
-            return 0, False
-        return self._report(failed)
+        return 0, False
 
     def _on_signal(self, signum: int, frame: Any) -> None:
-        self._signalled = signum
+        """First stop signal: pass it to every rank (they save and exit); a second one, a
+        moment later, kills them all at once."""
+        now = time.monotonic()
+        if self._signalled is None:
+            self._signalled, self._signalled_at = signum, now
+            for proc in self.procs:
+                if proc.poll() is None:
+                    proc.send_signal(signum)
+        elif now - self._signalled_at >= SAME_NOTICE_SECONDS and not self._forced:
+            self._forced = True
+            for proc in self.procs:
+                if proc.poll() is None:
+                    proc.kill()
 
     def _watch(self) -> int | None:
-        while self._signalled is None:
+        """Wait until every rank has exited; return the failed rank to blame, if any. A rank that
+        saved and stopped on a stop signal (PREEMPTED_EXIT_CODE) is no failure."""
+        while True:
             codes = [proc.poll() for proc in self.procs]
-            failed = [rank for rank, code in enumerate(codes) if code not in (None, 0)]
-            if failed:
+            failed = [
+                rank
+                for rank, code in enumerate(codes)
+                if code not in (None, 0, PREEMPTED_EXIT_CODE)
+            ]
+            if failed and not self._forced:
                 time.sleep(POLL_SECONDS)  # let near-simultaneous failures land to find the first
                 return self._first_failure(failed)
-            if all(code == 0 for code in codes):
+            if all(code is not None for code in codes):
                 return None
             time.sleep(POLL_SECONDS)
-        return None
 
     def _first_failure(self, failed: list[int]) -> int:
         """The root cause: a rank killed from outside (no error file; a signal other than the
@@ -226,6 +257,8 @@ class RankGroup:
 
     def _stop_all(self) -> None:
         alive = [proc for proc in self.procs if proc.poll() is None]
+        if alive:  # tells the ranks' stop-signal handlers to exit rather than save
+            Path(self.error_dir, "abort").touch()
         for proc in alive:
             proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + GRACE_SECONDS

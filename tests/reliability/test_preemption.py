@@ -1,0 +1,115 @@
+"""A stop signal (SIGTERM, SIGINT, SLURM's SIGUSR1) saves a resumable checkpoint once and exits 75;
+``--ckpt_path last`` then finishes with the weights of a run that was never stopped."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import psutil
+import pytest
+import torch
+
+from tests.reliability.runs import assert_same_weights, checkpoints, write_config
+from trainkit import PREEMPTED_EXIT_CODE
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def wait_for(path, proc, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def rank_process(launcher, local_rank):
+    for child in psutil.Process(launcher.pid).children():
+        if child.environ().get("LOCAL_RANK") == str(local_rank):
+            return child
+    raise AssertionError(f"no local rank {local_rank} under the launcher")
+
+
+def interrupted_then_resumed(tmp_path, start_cli, devices, send):
+    """Train straight; train again and call ``send(proc)`` mid-run; resume; return stderr."""
+    straight = start_cli("fit", "-c", str(write_config(tmp_path, devices)), root=tmp_path / "a")
+    assert straight.wait(timeout=120) == 0, straight.stderr.read()
+
+    started = tmp_path / "started"
+    slow = write_config(tmp_path, devices, sleep_s=0.15, touch_file=str(started))
+    run = start_cli("fit", "-c", str(slow), root=tmp_path / "b")
+    wait_for(started, run)
+    send(run)
+    assert run.wait(timeout=60) == PREEMPTED_EXIT_CODE
+    stderr = run.stderr.read()
+    last = checkpoints(tmp_path / "b")["last.ckpt"]
+    loops = torch.load(last, weights_only=True)["loops"]
+    assert loops["epoch"] == 0 and 0 < loops["batches_in_epoch"] < 12 // devices  # mid-epoch
+
+    resumed = start_cli(
+        "fit",
+        "-c",
+        str(write_config(tmp_path, devices)),
+        "--ckpt_path",
+        "last",
+        root=tmp_path / "b",
+    )
+    assert resumed.wait(timeout=120) == 0, resumed.stderr.read()
+    assert_same_weights(
+        checkpoints(tmp_path / "a")["last.ckpt"], checkpoints(tmp_path / "b")["last.ckpt"]
+    )
+    return stderr
+
+
+def test_sigterm_to_the_launcher_stops_every_rank_saves_once_and_resumes_exactly(
+    tmp_path, start_cli
+):
+    stderr = interrupted_then_resumed(
+        tmp_path, start_cli, 2, lambda p: p.send_signal(signal.SIGTERM)
+    )
+    assert stderr.count("; saved ") == 1, stderr
+    assert "preempted (SIGTERM)" in stderr and "--ckpt_path last" in stderr
+    assert "Traceback" not in stderr
+
+
+def test_sigterm_to_one_rank_stops_all_of_them_together(tmp_path, start_cli):
+    stderr = interrupted_then_resumed(
+        tmp_path, start_cli, 2, lambda p: rank_process(p, 1).send_signal(signal.SIGTERM)
+    )
+    assert "preempted" in stderr and "Traceback" not in stderr
+
+
+def test_slurm_sigusr1_preempts_a_single_process_run(tmp_path, start_cli):
+    stderr = interrupted_then_resumed(
+        tmp_path, start_cli, 1, lambda p: p.send_signal(signal.SIGUSR1)
+    )
+    assert "preempted (SIGUSR1)" in stderr
+
+
+def test_ctrl_c_preempts_like_sigterm(tmp_path, start_cli):
+    stderr = interrupted_then_resumed(
+        tmp_path, start_cli, 1, lambda p: p.send_signal(signal.SIGINT)
+    )
+    assert "preempted (SIGINT)" in stderr
+
+
+def test_a_second_signal_stops_every_rank_at_once_without_saving(tmp_path, start_cli):
+    started = tmp_path / "started"
+    config = write_config(tmp_path, 2, sleep_s=5.0, touch_file=str(started), touch_after_steps=0)
+    run = start_cli("fit", "-c", str(config))
+    wait_for(started, run)
+    run.send_signal(signal.SIGTERM)
+    time.sleep(1.5)
+    asked = time.monotonic()
+    run.send_signal(signal.SIGTERM)
+    code = run.wait(timeout=30)
+    assert time.monotonic() - asked < 3.0
+    assert code == 128 + signal.SIGTERM
+    assert "second SIGTERM" in run.stderr.read()
+    assert "last.ckpt" not in checkpoints(tmp_path)
+
+
+def test_the_preempted_exit_code_is_ex_tempfail():
+    assert PREEMPTED_EXIT_CODE == 75 == getattr(os, "EX_TEMPFAIL", 75)
