@@ -26,6 +26,8 @@ ABORT_FILE_ENV = "TRAINKIT_ABORT_FILE"  # exists once the launcher tears a faile
 PREEMPTED_EXIT_CODE = 75  # as trainkit.preemption: the rank saved its state after a stop signal
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
 SAME_NOTICE_SECONDS = 1.0
+STOP_GRACE_ENV = "TRAINKIT_STOP_GRACE"  # seconds ranks get to save and exit after a stop signal
+DEFAULT_STOP_GRACE = 120.0
 GRACE_SECONDS = 3.0
 POLL_SECONDS = 0.05
 PORT_RETRIES = 3
@@ -121,6 +123,22 @@ def install_error_file_hook() -> None:
     sys.excepthook = hook
 
 
+def stop_grace() -> float:
+    """Seconds ranks get, after a stop signal, to finish the step, save and exit."""
+    value = os.environ.get(STOP_GRACE_ENV)
+    if not value:
+        return DEFAULT_STOP_GRACE
+    try:
+        grace = float(value)
+    except ValueError:
+        grace = -1.0
+    if not grace > 0:
+        from trainkit.errors import ConfigError
+
+        raise ConfigError(STOP_GRACE_ENV, value, "seconds > 0", "unset it for 120")
+    return grace
+
+
 def _die_with_parent() -> None:
     """Linux: SIGKILL this child when the launcher dies, so no rank is ever orphaned."""
     with contextlib.suppress(OSError):
@@ -138,6 +156,7 @@ def launch_ranks(strategy: Any) -> int:
         main_port=int(env_port) if env_port else find_free_port(),
     )
     argv = current_command()
+    stop_grace()  # a bad value fails here, before any rank starts
     for _attempt in range(PORT_RETRIES):
         code, port_clash = RankGroup(world, argv).run()
         if not port_clash or env_port:
@@ -162,7 +181,7 @@ class RankGroup:
         self.error_dir = tempfile.mkdtemp(prefix="trainkit-errors-")
         self._signalled: int | None = None
         self._signalled_at = 0.0
-        self._forced = False
+        self._forced: str | None = None  # 'signal' or 'grace': why every rank was killed
 
     def run(self) -> tuple[int, bool]:
         """Start, watch, tear down; returns (exit code, whether the failure was a port clash)."""
@@ -183,7 +202,12 @@ class RankGroup:
         codes = [proc.returncode for proc in self.procs]
         name = signal.Signals(self._signalled).name if self._signalled else ""
         if self._forced:
-            print(f"trainkit: second {name}: killed every rank at once", file=sys.stderr)
+            why = (
+                f"second {name}"
+                if self._forced == "signal"
+                else f"ranks still running {stop_grace():g} s after {name} ({STOP_GRACE_ENV})"
+            )
+            print(f"trainkit: {why}: killed every rank at once", file=sys.stderr)
             return 128 + self._signalled, False
         if PREEMPTED_EXIT_CODE in codes:
             print(
@@ -207,10 +231,13 @@ class RankGroup:
                 if proc.poll() is None:
                     proc.send_signal(signum)
         elif now - self._signalled_at >= SAME_NOTICE_SECONDS and not self._forced:
-            self._forced = True
-            for proc in self.procs:
-                if proc.poll() is None:
-                    proc.kill()
+            self._kill_all("signal")
+
+    def _kill_all(self, why: str) -> None:
+        self._forced = why
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
 
     def _watch(self) -> int | None:
         """Wait until every rank has exited; return the failed rank to blame, if any. A rank that
@@ -227,6 +254,12 @@ class RankGroup:
                 return self._first_failure(failed)
             if all(code is not None for code in codes):
                 return None
+            if (
+                self._signalled is not None
+                and not self._forced
+                and time.monotonic() - self._signalled_at > stop_grace()
+            ):
+                self._kill_all("grace")
             time.sleep(POLL_SECONDS)
 
     def _first_failure(self, failed: list[int]) -> int:
