@@ -9,7 +9,7 @@ import torch
 
 from tests.helpers.models import Regression, regression_loader
 from trainkit import Trainer, seed_everything
-from trainkit.checkpoint_io import load_checkpoint, save_checkpoint
+from trainkit.checkpoint_io import CheckpointError, load_checkpoint, save_checkpoint
 
 
 class Noisy(Regression):
@@ -104,7 +104,7 @@ def test_save_is_atomic_and_leaves_no_temp_files(tmp_path, monkeypatch):
 def test_weights_only_load_refuses_pickled_objects_unless_opted_out(tmp_path):
     path = tmp_path / "odd.ckpt"
     torch.save({"thing": Path("/x")}, path)
-    with pytest.raises(RuntimeError, match="weights_only=False"):
+    with pytest.raises(CheckpointError, match="checkpoint_weights_only: false"):
         load_checkpoint(path)
     assert load_checkpoint(path, weights_only=False)["thing"] == Path("/x")
 

@@ -34,24 +34,99 @@ def save_checkpoint(checkpoint: dict[str, Any], path: str | os.PathLike) -> Path
     return path
 
 
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used: unreadable, not a trainkit checkpoint, or another model's."""
+
+
 def load_checkpoint(
-    path: str | os.PathLike, map_location: Any = "cpu", weights_only: bool = True
+    path: str | os.PathLike,
+    map_location: Any = "cpu",
+    weights_only: bool = True,
+    mmap: bool = False,
 ) -> dict[str, Any]:
-    """Read a checkpoint; ``weights_only=True`` refuses pickled code unless you opt out."""
+    """Read a checkpoint; ``weights_only=True`` refuses pickled code unless you opt out;
+    ``mmap`` maps tensors instead of reading them (a cheap integrity check)."""
     path = Path(path)
     if path.is_dir():
-        return _load_sharded(path, map_location, weights_only)
-    if not path.is_file():
+        if not (path / SHARDED_META).is_file():
+            raise CheckpointError(
+                f"checkpoint {str(path)!r} is a folder without {SHARDED_META}; expected a "
+                "checkpoint file or a sharded checkpoint folder written by trainkit"
+            )
+        checkpoint = _load_sharded(path, map_location, weights_only)
+    elif not path.is_file():
         raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist")
+    else:
+        checkpoint = _read(path, map_location, weights_only, mmap)
+    return checkpoint
+
+
+def require_state_dict(checkpoint: Any, path: str | os.PathLike) -> None:
+    """A model checkpoint is a dict with a ``state_dict``."""
+    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} holds no state_dict; expected a checkpoint written by "
+            "trainkit's Trainer.save_checkpoint (or Lightning's)"
+        )
+
+
+def _read(path: Path, map_location: Any, weights_only: bool, mmap: bool = False) -> Any:
     try:
-        return torch.load(path, map_location=map_location, weights_only=weights_only)
+        return torch.load(path, map_location=map_location, weights_only=weights_only, mmap=mmap)
     except Exception as err:
-        if weights_only and "weights_only" in str(err):
-            raise RuntimeError(
-                f"checkpoint {str(path)!r} holds objects a weights-only load refuses; if you trust "
-                "the file, load it with weights_only=False (Trainer(checkpoint_weights_only=False))"
+        if weights_only and "allowed global" in str(err):
+            raise CheckpointError(
+                f"checkpoint {str(path)!r} holds pickled objects a weights-only load refuses; "
+                "expected tensors and plain values; if you trust the file, set "
+                "trainer.checkpoint_weights_only: false"
             ) from err
-        raise
+        if mmap and "mmap" in str(err):  # an old (non-zip) format: read it whole instead
+            return _read(path, map_location, weights_only)
+        import zipfile
+
+        reason = (
+            f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:120]}"
+            if zipfile.is_zipfile(path)
+            else "not a complete torch zip archive"
+        )
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} cannot be read ({reason}); expected a complete file "
+            "written by trainkit; it is truncated or corrupted: use an earlier one"
+        ) from err
+
+
+def check_fits(module: torch.nn.Module, state_dict: dict[str, Any], path: str) -> None:
+    """Raise CheckpointError naming the missing, unexpected and mis-shaped keys, if any."""
+    expected = module.state_dict()
+    missing = [key for key in expected if key not in state_dict]
+    unexpected = [key for key in state_dict if key not in expected]
+    shapes = [
+        f"{key} {list(state_dict[key].shape)} vs {list(value.shape)}"
+        for key, value in expected.items()
+        if key in state_dict
+        and hasattr(state_dict[key], "shape")
+        and hasattr(value, "shape")
+        and state_dict[key].shape != value.shape
+    ]
+    problems = [
+        f"{label} {_few(items)}"
+        for label, items in (
+            ("missing keys", missing),
+            ("unexpected keys", unexpected),
+            ("shape mismatches (checkpoint vs model)", shapes),
+        )
+        if items
+    ]
+    if problems:
+        raise CheckpointError(
+            f"checkpoint {path!r} does not fit {type(module).__name__}: {'; '.join(problems)}; "
+            "expected a checkpoint of this model with these hyperparameters"
+        )
+
+
+def _few(items: list[str], shown: int = 4) -> str:
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return f"[{', '.join(items[:shown])}]{more}"
 
 
 SHARDED_META = "trainkit.pt"
@@ -61,11 +136,11 @@ def _load_sharded(path: Path, map_location: Any, weights_only: bool) -> dict[str
     """A sharded checkpoint folder (torch.distributed.checkpoint) read back as one full dict."""
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
-    checkpoint = load_checkpoint(path / SHARDED_META, map_location, weights_only)
+    checkpoint = _read(path / SHARDED_META, map_location, weights_only)
     with tempfile.TemporaryDirectory() as tmp:
         full = Path(tmp) / "full.pt"
         dcp_to_torch_save(path, full)
-        checkpoint.update(torch.load(full, map_location=map_location, weights_only=weights_only))
+        checkpoint.update(_read(full, map_location, weights_only))
     return checkpoint
 
 

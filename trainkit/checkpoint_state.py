@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from trainkit.checkpoint_io import CHECKPOINT_FORMAT, load_checkpoint, plain_hparams
+from trainkit.checkpoint_io import (
+    CHECKPOINT_FORMAT,
+    CheckpointError,
+    check_fits,
+    load_checkpoint,
+    plain_hparams,
+    require_state_dict,
+)
+from trainkit.module import TrainModule
 from trainkit.seed import collect_rng_states, restore_rng_states
 
 if TYPE_CHECKING:
@@ -55,16 +63,22 @@ def restore(trainer: Trainer, path: str, full: bool) -> dict[str, Any]:
     checkpoint = load_checkpoint(
         path, map_location="cpu", weights_only=trainer.checkpoint_weights_only
     )
+    require_state_dict(checkpoint, path)
     module = trainer.lightning_module
     module.on_load_checkpoint(checkpoint)
-    trainer.strategy.load_module_state_dict(module, checkpoint["state_dict"])
+    try:
+        trainer.strategy.load_module_state_dict(module, checkpoint["state_dict"])
+    except RuntimeError as err:  # torch's many-line report, made one line
+        check_fits(module, checkpoint["state_dict"], str(path))
+        raise CheckpointError(f"checkpoint {str(path)!r} does not fit: {err}") from err
     for callback in trainer.callbacks:
         callback.on_load_checkpoint(trainer, module, checkpoint)
     if not full:
         return checkpoint
+    require_resume_state(checkpoint, str(path))
     states = checkpoint["optimizer_states"]
     if len(states) != len(trainer.optimizers):
-        raise ValueError(
+        raise CheckpointError(
             f"checkpoint {path!r} has {len(states)} optimizer states but configure_optimizers "
             f"built {len(trainer.optimizers)}"
         )
@@ -88,6 +102,34 @@ def restore(trainer: Trainer, path: str, full: bool) -> dict[str, Any]:
         "skip": skip,
     }
     return checkpoint
+
+
+RESUME_KEYS = ("optimizer_states", "lr_schedulers", "loops", "global_step", "rng_states")
+
+
+def require_resume_state(checkpoint: dict[str, Any], path: str) -> None:
+    """Fit resumes only from a checkpoint that holds the loop and optimizer state."""
+    missing = [key for key in RESUME_KEYS if key not in checkpoint]
+    if missing:
+        raise CheckpointError(
+            f"checkpoint {path!r} holds no {', '.join(missing)}; expected a checkpoint saved "
+            "during fit to resume from; for its weights alone use validate/test/predict"
+        )
+
+
+def verify(path: str, module: Any, weights_only: bool, full: bool) -> None:
+    """Before any rank starts: the checkpoint reads (tensors memory-mapped, not loaded), holds
+    what ``full`` resuming needs, and fits ``module`` (unless its layers are built in setup)."""
+    checkpoint = load_checkpoint(path, weights_only=weights_only, mmap=True)
+    require_state_dict(checkpoint, path)
+    if full:
+        require_resume_state(checkpoint, path)
+    builds_in_setup = any(
+        getattr(type(module), name, None) is not getattr(TrainModule, name, None)
+        for name in ("setup", "configure_model")
+    )
+    if not builds_in_setup:
+        check_fits(module, checkpoint["state_dict"], path)
 
 
 def _for_rank(states: list[Any], rank: int) -> Any:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from pathlib import Path
@@ -39,6 +40,9 @@ def finish_rank(code: int = 0) -> None:
         or not torch.distributed.is_initialized()
     ):
         return
+    from trainkit.distributed.rank_board import FINISHING, RankBoard
+
+    RankBoard().mark(FINISHING)
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
     sys.stdout.flush()
@@ -67,6 +71,32 @@ def top_help(prog: str) -> str:
         f"example:                      {prog} fit -c configs/autoencoder.yaml --trainer.devices 2",
     ]
     return "\n".join(lines)
+
+
+def _config_error_inside(error: BaseException) -> BaseException | None:
+    """The ConfigError a model or data __init__ raised, from the errors wrapped around it."""
+    from trainkit.errors import ConfigError
+
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, ConfigError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _undecodable(argv: list[str]) -> str:
+    """The first ``-c``/``--config`` file that is not UTF-8 (the decoder names no file)."""
+    for flag, value in itertools.pairwise(argv):
+        if flag in ("-c", "--config"):
+            try:
+                Path(value).read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                return value
+            except OSError:
+                continue
+    return "?"
 
 
 class TrainkitCLI:
@@ -108,6 +138,13 @@ class TrainkitCLI:
             fail(summarize(str(err), hint), self.prog)
         except ConfigError as err:
             fail(str(err), self.prog)
+        except UnicodeDecodeError as err:
+            fail(
+                f"config file {_undecodable(argv)!r} is not UTF-8 text (byte "
+                f"{err.object[err.start : err.start + 1]!r} at offset {err.start}); expected a "
+                "UTF-8 YAML file; save it as UTF-8",
+                self.prog,
+            )
         except OmegaConfBaseException as err:
             reason = str(err).splitlines()[0]
             fail(
@@ -115,6 +152,11 @@ class TrainkitCLI:
                 f"${{oc.env:VAR,default}}; {hint}",
                 self.prog,
             )
+        except ValueError as err:  # jsonargparse wraps what a class's __init__ rejected
+            inner = _config_error_inside(err)
+            if inner is None:
+                raise
+            fail(str(inner), self.prog)
         if run:
             self.result = self.run()
 
@@ -137,18 +179,28 @@ class TrainkitCLI:
 
     def run(self) -> Any:
         """Call the Trainer method named by the subcommand."""
+        from trainkit.checkpoint_io import CheckpointError
         from trainkit.cli_parser import check_ckpt_path
         from trainkit.errors import ConfigError
 
         ckpt_path = self.config.get("ckpt_path")
         try:
             check_ckpt_path(ckpt_path, self.trainer.default_root_dir)
-        except FileNotFoundError as err:
+            if ckpt_path is not None and self.trainer.is_global_zero:
+                from trainkit.checkpoint_state import verify
+
+                verify(
+                    self.trainer._resolve_ckpt_path(ckpt_path),
+                    self.model,
+                    self.trainer.checkpoint_weights_only,
+                    full=self.subcommand == "fit",
+                )
+        except (FileNotFoundError, CheckpointError) as err:
             fail(str(err), self.prog)
         method = getattr(self.trainer, self.subcommand)
         try:
             result = method(self.model, datamodule=self.datamodule, ckpt_path=ckpt_path)
-        except ConfigError as err:  # a setting that only the model or data could check
+        except (ConfigError, CheckpointError) as err:  # found only once model or data ran
             fail(str(err), self.prog)
         if self.subcommand == "predict":
             self._save_predictions(result)

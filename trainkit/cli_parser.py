@@ -141,7 +141,7 @@ def check_ckpt_path(ckpt_path: str | None, root: str) -> None:
                 "run fit first or pass a path"
             )
         return
-    if not Path(ckpt_path).is_file():
+    if not Path(ckpt_path).exists():
         raise FileNotFoundError(
             f"ckpt_path {ckpt_path!r} does not exist; expected 'last', 'best' or a file path"
         )

@@ -26,6 +26,12 @@ from trainkit.errors import ConfigError
 
 FORMS = "an int (count, -1 = all), a list of ids, a string like '0,1', '0-3' or '0-1,4', or 'auto'"
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda")
+MAX_DEVICES = 1024  # per node: ids and counts beyond this are typos, not machines
+
+
+def max_cpu_processes() -> int:
+    """CPU processes one node may start: a few per core, at least 32."""
+    return max(32, 4 * (os.cpu_count() or 1))
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,13 @@ def _cpu_slots(devices: object, key: str) -> tuple[int, ...]:
     ids = parse_device_ids(devices, None, key)
     if not ids:
         raise ConfigError(key, devices, "at least one process on CPU", "use devices: 1 or more")
+    if len(ids) > max_cpu_processes():
+        raise ConfigError(
+            key,
+            devices,
+            f"at most {max_cpu_processes()} CPU processes on this machine ({os.cpu_count()} cores)",
+            "use fewer processes",
+        )
     return tuple(range(len(ids)))
 
 
@@ -124,6 +137,7 @@ def parse_device_ids(
             return tuple(range(available if available is not None else os.cpu_count() or 1))
         if spec < 0:
             raise ConfigError(key, spec, FORMS, "counts cannot be negative; -1 means all")
+        _check_size(spec, spec, key)
         return tuple(range(spec))
     if isinstance(spec, list | tuple):
         if not spec:
@@ -155,6 +169,7 @@ def _parse_string(spec: str, available: int | None, key: str) -> tuple[int, ...]
                 raise ConfigError(
                     key, spec, FORMS, f"range {part!r} is reversed; write {stop}-{start}"
                 )
+            _check_size(len(ids) + stop - start + 1, spec, key)
             ids.extend(range(start, stop + 1))
         else:
             ids.append(_as_id(part, spec, key))
@@ -170,7 +185,15 @@ def _as_id(item: object, spec: object, key: str) -> int:
         raise ConfigError(key, spec, FORMS, f"{item!r} is not a device id") from None
     if value < 0:
         raise ConfigError(key, spec, FORMS, f"device ids cannot be negative ({value})")
+    _check_size(value + 1, spec, key)
     return value
+
+
+def _check_size(count: int, spec: object, key: str) -> None:
+    if count > MAX_DEVICES:
+        raise ConfigError(
+            key, spec, f"at most {MAX_DEVICES} devices per node", "check the number for a typo"
+        )
 
 
 def _unique(ids: list[int], spec: object, key: str) -> tuple[int, ...]:

@@ -11,6 +11,7 @@ import torch
 
 from trainkit.callbacks.base import Callback, overrides
 from trainkit.data import limited_batches, set_sampler_epoch
+from trainkit.distributed.rank_board import DATA, TRAINING_STEP
 from trainkit.metrics import MetricStore
 from trainkit.module import HooksMixin, TrainModule
 
@@ -55,7 +56,8 @@ class FitLoop:
         if trainer.val_loaders and trainer.num_sanity_val_steps:
             trainer.sanity_checking = True
             trainer._call("on_sanity_check_start")
-            EvalLoop(trainer, "validation").run(trainer.val_loaders, trainer.num_sanity_val_steps)
+            steps = trainer.num_sanity_val_steps
+            EvalLoop(trainer, "validation").run(trainer.val_loaders, 1.0 if steps == -1 else steps)
             trainer._call("on_sanity_check_end")
             trainer.sanity_checking = False
         trainer._restore_resume_rng()
@@ -114,6 +116,8 @@ class FitLoop:
         mixed = precision.is_mixed
         distributed = strategy.is_distributed and accumulate > 1
         preemption = trainer._preemption
+        mark = trainer._board.mark
+        epoch = trainer.current_epoch
 
         iterator = iter(loader)
         for _ in range(skip):
@@ -128,6 +132,7 @@ class FitLoop:
             if batch_idx >= total:
                 batch_idx -= 1
                 break
+            mark(TRAINING_STEP, epoch, batch_idx)
             store.new_batch(batch)
             if to_device is not None:
                 batch = to_device(batch)
@@ -174,6 +179,7 @@ class FitLoop:
                 trainer._run_validation()
             if trainer.should_stop or (0 <= max_steps <= trainer.global_step):
                 break
+            mark(DATA, epoch, batch_idx + 1)
         trainer._batches_done = batch_idx + 1
 
 

@@ -182,11 +182,13 @@ class TrainModule(HooksMixin, nn.Module):
     @classmethod
     def load_from_checkpoint(cls, path: str, map_location: Any = "cpu", **overrides: Any):
         """Build the module from a checkpoint's hyperparameters and load its weights."""
-        from trainkit.checkpoint_io import load_checkpoint
+        from trainkit.checkpoint_io import check_fits, load_checkpoint, require_state_dict
 
         checkpoint = load_checkpoint(path, map_location=map_location)
+        require_state_dict(checkpoint, path)
         kwargs = {**checkpoint.get("hyper_parameters", {}), **overrides}
         model = cls(**kwargs)
+        check_fits(model, checkpoint["state_dict"], str(path))
         model.load_state_dict(checkpoint["state_dict"])
         model.on_load_checkpoint(checkpoint)
         return model

@@ -19,7 +19,11 @@ def seed_everything(seed: int | None = None, workers: bool = True) -> int:
         seed = int(os.environ.get(SEED_ENV, random.SystemRandom().randrange(2**31)))
     seed = int(seed)
     if not 0 <= seed < 2**32:
-        raise ValueError(f"seed {seed} is out of range; expected 0 <= seed < 2**32")
+        from trainkit.errors import ConfigError
+
+        raise ConfigError(
+            "seed_everything", seed, "an int in [0, 2**32)", "or true for a random one"
+        )
     os.environ[SEED_ENV] = str(seed)
     os.environ[WORKERS_ENV] = "1" if workers else "0"
     random.seed(seed)

@@ -13,7 +13,9 @@ from trainkit import checkpoint_state
 from trainkit.callbacks.base import Callback
 from trainkit.data import as_loader_list, prepare_loader
 from trainkit.devices import resolve_devices
+from trainkit.distributed import rank_board
 from trainkit.distributed.env import detect_environment
+from trainkit.distributed.rank_board import RankBoard
 from trainkit.errors import ConfigError, MisconfigurationError
 from trainkit.loggers.base import Logger
 from trainkit.loops import EvalLoop, FitLoop, PredictLoop, bound_hooks
@@ -76,7 +78,7 @@ class Trainer:
             num_nodes: Machines in the job; each runs one trainkit launcher.
             strategy: 'auto' (ddp for several devices), 'single', 'ddp' or 'ddp_spawn'.
             precision: '32', '16-mixed' (GPU) or 'bf16-mixed'.
-            max_epochs: Stop after this many epochs (default 1000 unless max_steps is set).
+            max_epochs: Stop after this many epochs (default 1000 unless max_steps is set; -1: no limit).
             min_epochs: Train at least this many epochs even if early stopping asks to stop.
             max_steps: Stop after this many optimizer steps (-1: no limit).
             limit_train_batches: Batches per training epoch: a fraction (float) or a count (int).
@@ -85,7 +87,7 @@ class Trainer:
             limit_predict_batches: Batches per predict run: a fraction or a count.
             val_check_interval: Validate every fraction of an epoch (float) or every N batches (int).
             check_val_every_n_epoch: Validate every N epochs.
-            num_sanity_val_steps: Validation batches run before training to catch bugs early.
+            num_sanity_val_steps: Validation batches run before training to catch bugs early (-1: all).
             accumulate_grad_batches: Batches whose gradients add up before each optimizer step.
             gradient_clip_val: Clip gradients to this value (None: no clipping).
             gradient_clip_algorithm: 'norm' (total 2-norm) or 'value' (element-wise).
@@ -137,6 +139,16 @@ class Trainer:
         self.batch_size_mode = batch_size_mode
         self.run_summary: RunSummary | None = None
         _check_positive("accumulate_grad_batches", accumulate_grad_batches)
+        _check_at_least("max_epochs", max_epochs, -1, "None or -1 (no limit)", none_ok=True)
+        _check_at_least("max_steps", max_steps, -1, "-1 (no limit)")
+        _check_at_least("min_epochs", min_epochs, 0)
+        _check_at_least("num_sanity_val_steps", num_sanity_val_steps, -1, "-1 (all)")
+        if gradient_clip_val is not None and not gradient_clip_val >= 0:
+            raise ConfigError(
+                "trainer.gradient_clip_val",
+                gradient_clip_val,
+                "a number >= 0 or null (no clipping)",
+            )
         _check_positive("log_every_n_steps", log_every_n_steps)
         _check_positive("check_val_every_n_epoch", check_val_every_n_epoch)
         if gradient_clip_algorithm not in ("norm", "value"):
@@ -151,6 +163,8 @@ class Trainer:
             raise ConfigError(
                 "trainer.val_check_interval", val_check_interval, "a float in (0, 1] or an int >= 1"
             )
+        if max_epochs == -1:
+            max_epochs = math.inf
         self.max_epochs = (
             max_epochs if max_epochs is not None else (1000 if max_steps < 0 else math.inf)
         )
@@ -168,6 +182,7 @@ class Trainer:
         self.gradient_clip_algorithm = gradient_clip_algorithm
         self.log_every_n_steps = log_every_n_steps
         self.default_root_dir = str(default_root_dir or Path.cwd())
+        check_writable_dir(self.default_root_dir)
         self.use_distributed_sampler = use_distributed_sampler
         self.checkpoint_weights_only = checkpoint_weights_only
         self.fast_dev_run = int(fast_dev_run)
@@ -208,6 +223,7 @@ class Trainer:
         self._batches_done = 0  # training batches of the current epoch already stepped
         self._epoch_phase: str | None = None  # 'batches' or 'end' while an epoch runs
         self._preemption: Any = None
+        self._board = RankBoard()
         self.preempted: str | None = None  # the stop signal's name once fit saved and stopped
         self._epoch_start_rng: Any = None
         self._resume: dict[str, Any] | None = None
@@ -405,7 +421,7 @@ class Trainer:
             "static_graph",
             "gradient_as_bucket_view",
             "process_group_backend",
-            "timeout_s",
+            "timeout",
         )
         self.strategy = DDPSpawnStrategy(**{name: getattr(old, name) for name in names})
         self.strategy.sync_batchnorm = old.sync_batchnorm
@@ -424,6 +440,7 @@ class Trainer:
         from trainkit.run_setup import setup_run, teardown_run
 
         self.state = stage
+        self._board.mark(rank_board.SETUP)
         try:
             setup_run(self, stage, model, datamodule)
             if stage == "fit":
@@ -589,6 +606,7 @@ class Trainer:
         self._strategy_step = self.strategy.optimizer_step_fn()
 
     def _backward(self, loss: torch.Tensor) -> None:
+        self._board.mark(rank_board.BACKWARD)
         for hook in self._before_backward:
             hook(loss)
         if self._strategy_backward is not None:
@@ -599,6 +617,7 @@ class Trainer:
             hook()
 
     def _optimizer_step(self, batch_idx: int) -> None:
+        self._board.mark(rank_board.OPTIMIZER_STEP)
         optimizer = self.optimizers[0]
         precision = self.precision_plugin
         if self._sync_gradients is not None:
@@ -641,9 +660,16 @@ class Trainer:
     def _val_every_n_batches(self) -> int:
         if not self.val_loaders or (self.current_epoch + 1) % self.check_val_every_n_epoch:
             return 0
-        if isinstance(self.val_check_interval, int):
-            return self.val_check_interval
         total = self.num_training_batches
+        if isinstance(self.val_check_interval, int):
+            if self.val_check_interval > total:
+                raise ConfigError(
+                    "trainer.val_check_interval",
+                    self.val_check_interval,
+                    f"at most the {total} training batches of an epoch",
+                    "or a float fraction of the epoch",
+                )
+            return self.val_check_interval
         if total == math.inf:
             raise MisconfigurationError(
                 "val_check_interval as a fraction needs a sized train loader; use an int"
@@ -651,6 +677,7 @@ class Trainer:
         return max(1, int(total * self.val_check_interval))
 
     def _run_validation(self) -> None:
+        self._board.mark(rank_board.VALIDATION)
         EvalLoop(self, "validation").run(self.val_loaders, self.limit_val_batches)
         self._metric_store = self._train_store
 
@@ -681,6 +708,7 @@ class Trainer:
             self.log_to_loggers(metrics, self.global_step)
 
     def _finish_train_epoch(self, store: MetricStore) -> None:
+        self._board.mark(rank_board.EPOCH_END)
         monitors = [cb for cb in self.callbacks if getattr(cb, "order", 0) > 0]
         for callback in self.callbacks:
             if callback not in monitors:
@@ -734,6 +762,7 @@ class Trainer:
     # ---- checkpoints ------------------------------------------------------------------------------
     def save_checkpoint(self, path: str) -> None:
         """Write a full checkpoint (call on every rank; global rank 0 writes)."""
+        self._board.mark(rank_board.CHECKPOINT)
         self.strategy.save_checkpoint_file(checkpoint_state.dump(self), path)
         self.strategy.barrier()
 
@@ -753,6 +782,31 @@ def defines_optimizers(module: TrainModule) -> bool:
     """Whether the module (its class, or the CLI's optimizer section) provides configure_optimizers."""
     configure = module.configure_optimizers
     return getattr(configure, "__func__", None) is not TrainModule.configure_optimizers
+
+
+def check_writable_dir(folder: str) -> None:
+    """Create ``folder`` if needed and prove a file can be written there, or fail in one line."""
+    import tempfile
+
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise ConfigError(
+            "trainer.default_root_dir",
+            folder,
+            "a folder trainkit can write logs and checkpoints to",
+            f"{err.strerror or err}; choose another folder",
+        ) from None
+
+
+def _check_at_least(name: str, value: Any, low: int, also: str = "", none_ok: bool = False) -> None:
+    if value is None and none_ok:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        expected = f"an int >= {max(low, 0)}" + (f" or {also}" if also else "")
+        raise ConfigError(f"trainer.{name}", value, expected)
 
 
 def _check_positive(name: str, value: Any) -> None:

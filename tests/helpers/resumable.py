@@ -64,7 +64,8 @@ class NoisyRegressor(TrainModule):
     ``sleep_s`` slows every step (for tests that signal a run mid-training); ``touch_file`` is
     created once training passes ``touch_after_steps`` so those tests know when to act.
     ``fault`` injects a failure on ``fault_rank`` at step ``fault_step``: raise, exit, kill,
-    hang (sleep forever) or extra_collective (a collective no other rank calls).
+    hang (sleep forever) or extra_collective (a collective no other rank calls); the time of the
+    fault goes to ``fault_file``.
     """
 
     def __init__(
@@ -76,6 +77,7 @@ class NoisyRegressor(TrainModule):
         fault: str | None = None,
         fault_rank: int = 0,
         fault_step: int = 2,
+        fault_file: str | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -87,6 +89,8 @@ class NoisyRegressor(TrainModule):
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         h = self.hparams
         if h.fault and self.global_rank == h.fault_rank and self.global_step == h.fault_step:
+            if h.fault_file:
+                Path(h.fault_file).write_text(repr(time.time()))
             inject_fault(h.fault)
         if h.sleep_s:
             time.sleep(h.sleep_s)

@@ -8,6 +8,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from trainkit.datamodule import DataModule
+from trainkit.errors import ConfigError
 from trainkit.module import TrainModule
 
 
@@ -38,6 +39,9 @@ class SyntheticDataModule(DataModule):
             num_workers: DataLoader worker processes.
             data_seed: Seed of the data generator (independent of the training seed).
         """
+        for name, value in (("num_samples", num_samples), ("features", features)):
+            _check_positive(f"data.{name}", value)
+        _check_positive("data.batch_size", batch_size)
         super().__init__()
         self.save_hyperparameters()
         self.train_set = self.val_set = self.test_set = None
@@ -95,6 +99,10 @@ class AutoEncoder(TrainModule):
             latent: Size of the code the input is compressed to.
             lr: Learning rate of the Adam optimizer (when no optimizer section is given).
         """
+        for name, value in (("features", features), ("hidden", hidden), ("latent", latent)):
+            _check_positive(f"model.{name}", value)
+        if not lr > 0:
+            raise ConfigError("model.lr", lr, "a learning rate > 0")
         super().__init__()
         self.save_hyperparameters()
         self.encoder = nn.Sequential(
@@ -158,3 +166,8 @@ class SequentialAutoEncoder(AutoEncoder):
 
     def pipeline_loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return F.mse_loss(output, target)
+
+
+def _check_positive(name: str, value: int) -> None:
+    if value < 1:
+        raise ConfigError(name, value, "an int >= 1")

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainkit.distributed.rank_board import BOARD_ENV, create_board, late_ranks, read_board
+
 ERROR_FILE_ENV = "TRAINKIT_ERROR_FILE"
 ABORT_FILE_ENV = "TRAINKIT_ABORT_FILE"  # exists once the launcher tears a failed job down
 PREEMPTED_EXIT_CODE = 75  # as trainkit.preemption: the rank saved its state after a stop signal
@@ -51,6 +53,23 @@ class World:
 def needs_launch(strategy: Any) -> bool:
     """Whether this process must start the ranks (not already a rank, several wanted)."""
     return strategy.launches_processes and not strategy.cluster.external and strategy.world_size > 1
+
+
+def check_port_free(host: str, port: int) -> None:
+    """The rendezvous port (MASTER_PORT) must be free on the main node, or fail in one line."""
+    from trainkit.errors import ConfigError
+
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is no clash
+            sock.bind(("" if host in ("localhost", "127.0.0.1") else host, port))
+    except OSError as err:
+        raise ConfigError(
+            "MASTER_PORT",
+            port,
+            f"a free port on {host}",
+            f"{err.strerror}; unset MASTER_PORT to let trainkit pick one",
+        ) from None
 
 
 def find_free_port(host: str = "127.0.0.1") -> int:
@@ -106,6 +125,7 @@ def build_rank_command(
     if error_dir is not None:
         rank_env[ERROR_FILE_ENV] = str(Path(error_dir) / f"rank{local_rank}.json")
         rank_env[ABORT_FILE_ENV] = str(Path(error_dir) / "abort")
+        rank_env[BOARD_ENV] = str(Path(error_dir) / "rank_board")
     return list(argv), rank_env
 
 
@@ -157,6 +177,8 @@ def launch_ranks(strategy: Any) -> int:
     )
     argv = current_command()
     stop_grace()  # a bad value fails here, before any rank starts
+    if env_port and world.node_rank == 0:
+        check_port_free(world.main_address, world.main_port)
     for _attempt in range(PORT_RETRIES):
         code, port_clash = RankGroup(world, argv).run()
         if not port_clash or env_port:
@@ -179,6 +201,7 @@ class RankGroup:
         self.argv = argv
         self.procs: list[subprocess.Popen] = []
         self.error_dir = tempfile.mkdtemp(prefix="trainkit-errors-")
+        self.board = create_board(self.error_dir, world.local_world_size)
         self._signalled: int | None = None
         self._signalled_at = 0.0
         self._forced: str | None = None  # 'signal' or 'grace': why every rank was killed
@@ -317,4 +340,33 @@ class RankGroup:
         else:
             what = f"failed with exit code {code}"
         print(f"trainkit: rank {rank} {what}; stopped the other ranks", file=sys.stderr, flush=True)
+        if error and _is_collective_timeout(error["traceback"]):
+            self._explain_timeout()
+        elif self.procs[local_rank].returncode == -signal.SIGABRT:  # e.g. a collective mismatch
+            where = "; ".join(f"rank {p.rank} in {p.describe()}" for p in self._positions())
+            print(f"trainkit: where each rank was: {where}", file=sys.stderr, flush=True)
         return code, port_clash
+
+    def _positions(self) -> list[Any]:
+        return read_board(self.board, self.world.node_rank * self.world.local_world_size)
+
+    def _explain_timeout(self) -> None:
+        """Name the ranks the others waited for, from where each rank last marked itself."""
+        positions = self._positions()
+        late, waiting = late_ranks(positions)
+        if late:
+            names = "; ".join(f"rank {p.rank} in {p.describe()}" for p in late)
+            waited = "; ".join(f"rank {p.rank} in {p.describe()}" for p in waiting) or "none"
+            line = f"a collective timed out: late: {names}; waiting: {waited}"
+        else:
+            where = "; ".join(f"rank {p.rank} in {p.describe()}" for p in positions)
+            line = (
+                f"a collective timed out with every rank waiting ({where}): some rank called a "
+                "collective the others never call"
+            )
+        print(f"trainkit: {line}", file=sys.stderr, flush=True)
+
+
+def _is_collective_timeout(traceback_text: str) -> bool:
+    text = traceback_text.lower()
+    return "timed out" in text or "timeout" in text or "distbackenderror" in text

@@ -20,6 +20,7 @@ from trainkit.strategies.base import Strategy
 
 BACKEND_ENV = "TRAINKIT_DISTRIBUTED_BACKEND"
 BACKENDS = ("gloo", "nccl", "mpi", "ucc")
+TIMEOUT_ENV = "TRAINKIT_COLLECTIVE_TIMEOUT"
 
 
 def resolve_backend(accelerator: str, requested: str | None = None) -> str:
@@ -37,6 +38,23 @@ def resolve_backend(accelerator: str, requested: str | None = None) -> str:
     if backend == "nccl" and accelerator != "gpu":
         raise ConfigError(source, requested, "gloo on CPU", "nccl needs GPUs; use gloo")
     return backend
+
+
+def collective_timeout(timeout: float | None) -> float | None:
+    """Seconds a collective may wait: ``timeout``, else $TRAINKIT_COLLECTIVE_TIMEOUT, else None
+    (torch's default)."""
+    source, value = "strategy timeout", timeout
+    if value is None and os.environ.get(TIMEOUT_ENV):
+        source, value = TIMEOUT_ENV, os.environ[TIMEOUT_ENV]
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not 0 < seconds < 10**9:
+        raise ConfigError(source, value, "seconds > 0", "e.g. 600 for ten minutes")
+    return seconds
 
 
 def _destroy_process_group() -> None:
@@ -68,20 +86,28 @@ class DDPStrategy(Strategy):
         static_graph: bool = False,
         gradient_as_bucket_view: bool = False,
         process_group_backend: str | None = None,
-        timeout_s: float = 1800.0,
+        timeout: float | None = None,
     ) -> None:
+        """
+        Args:
+            find_unused_parameters: Let DDP skip parameters a step did not use (slower).
+            static_graph: Tell DDP the graph is the same every step (faster, fewer checks).
+            gradient_as_bucket_view: Gradients as views into DDP's buckets (saves memory).
+            process_group_backend: Override the backend (gloo on CPU, nccl on GPU).
+            timeout: Seconds a collective waits for a late rank before the job fails (default
+                $TRAINKIT_COLLECTIVE_TIMEOUT, else torch's 30 minutes).
+        """
         super().__init__()
         self.find_unused_parameters = find_unused_parameters
         self.static_graph = static_graph
         self.gradient_as_bucket_view = gradient_as_bucket_view
         self.process_group_backend = process_group_backend
-        self.timeout_s = timeout_s
+        self.timeout = timeout
 
     def connect(self, selection: Any, num_nodes: int, cluster: Any) -> None:
         super().connect(selection, num_nodes, cluster)
-        resolve_backend(
-            selection.accelerator, self.process_group_backend
-        )  # fail before any rank starts
+        resolve_backend(selection.accelerator, self.process_group_backend)  # fail before ranks
+        collective_timeout(self.timeout)
 
     @property
     def world_size(self) -> int:
@@ -116,11 +142,12 @@ class DDPStrategy(Strategy):
         """Join the process group (override for a custom rendezvous)."""
         os.environ.setdefault("MASTER_ADDR", self.cluster.main_address)
         os.environ.setdefault("MASTER_PORT", str(self.cluster.main_port))
+        seconds = collective_timeout(self.timeout)
         dist.init_process_group(
             self.backend,
             rank=self.global_rank,
             world_size=self.world_size,
-            timeout=timedelta(seconds=self.timeout_s),
+            timeout=timedelta(seconds=seconds) if seconds is not None else None,
         )
 
     def setup_module(self, module: nn.Module) -> nn.Module:

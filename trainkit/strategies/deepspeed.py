@@ -73,7 +73,7 @@ class DeepSpeedStrategy(DDPStrategy):
         self,
         config: dict[str, Any] | str | None = None,
         process_group_backend: str | None = None,
-        timeout_s: float = 1800.0,
+        timeout: float | None = None,
     ) -> None:
         """
         Args:
@@ -81,9 +81,9 @@ class DeepSpeedStrategy(DDPStrategy):
                 $TRAINKIT_DEEPSPEED_CONFIG_PATH, else ZeRO stage 2). Batch-size and accumulation keys
                 are set by trainkit.
             process_group_backend: Override the backend (gloo on CPU, nccl on GPU).
-            timeout_s: Collective timeout in seconds.
+            timeout: Seconds a collective waits for a late rank (default $TRAINKIT_COLLECTIVE_TIMEOUT, else torch's).
         """
-        super().__init__(process_group_backend=process_group_backend, timeout_s=timeout_s)
+        super().__init__(process_group_backend=process_group_backend, timeout=timeout)
         self.config = load_config(config)
         self._engine: Any = None
 

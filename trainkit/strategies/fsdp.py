@@ -31,7 +31,7 @@ class FSDPStrategy(DDPStrategy):
         mixed_precision: bool = True,
         state_dict_type: str = "full",
         process_group_backend: str | None = None,
-        timeout_s: float = 1800.0,
+        timeout: float | None = None,
     ) -> None:
         """
         Args:
@@ -46,9 +46,9 @@ class FSDPStrategy(DDPStrategy):
             state_dict_type: Checkpoints as one 'full' file written by rank 0, or 'sharded': a folder
                 where every rank writes its own shards (torch.distributed.checkpoint).
             process_group_backend: Override the backend (gloo on CPU, nccl on GPU).
-            timeout_s: Collective timeout in seconds.
+            timeout: Seconds a collective waits for a late rank (default $TRAINKIT_COLLECTIVE_TIMEOUT, else torch's).
         """
-        super().__init__(process_group_backend=process_group_backend, timeout_s=timeout_s)
+        super().__init__(process_group_backend=process_group_backend, timeout=timeout)
         if sharding_strategy not in SHARDING:
             raise ConfigError(
                 "fsdp sharding_strategy", sharding_strategy, "'FULL_SHARD' or 'SHARD_GRAD_OP'"

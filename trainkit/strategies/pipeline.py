@@ -47,7 +47,7 @@ class PipelineStrategy(DDPStrategy):
         schedule: str = "gpipe",
         checkpoint: str = "except_last",
         process_group_backend: str | None = None,
-        timeout_s: float = 1800.0,
+        timeout: float | None = None,
     ) -> None:
         """
         Args:
@@ -56,9 +56,9 @@ class PipelineStrategy(DDPStrategy):
             schedule: 'gpipe' (all forwards, then all backwards) or '1f1b' (interleaved, less memory).
             checkpoint: Activation checkpointing: 'never', 'always' or 'except_last' stage.
             process_group_backend: Override the backend (gloo on CPU, nccl on GPU).
-            timeout_s: Collective timeout in seconds.
+            timeout: Seconds a collective waits for a late rank (default $TRAINKIT_COLLECTIVE_TIMEOUT, else torch's).
         """
-        super().__init__(process_group_backend=process_group_backend, timeout_s=timeout_s)
+        super().__init__(process_group_backend=process_group_backend, timeout=timeout)
         if schedule not in SCHEDULES:
             raise ConfigError("pipeline schedule", schedule, "'gpipe' or '1f1b'")
         if checkpoint not in CHECKPOINTING:

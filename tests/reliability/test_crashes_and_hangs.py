@@ -1,0 +1,73 @@
+"""A rank that crashes ends the whole job within 5 s; a rank that stops arriving ends it within
+the collective timeout + 5 s, naming the late rank; neither leaves a process behind."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from tests.conftest import cli_env
+from tests.reliability.runs import write_config
+
+pytestmark = pytest.mark.timeout(120)
+
+FAULT_EXIT_CODES = {"raise": 1, "exit": 3, "kill": 128 + signal.SIGKILL}
+
+
+def run_with_fault(tmp_path, start_cli, fault, rank, env=None, **trainer):
+    fault_file = tmp_path / "fault_time"
+    config = write_config(
+        tmp_path, devices=2, fault=fault, fault_rank=rank, fault_step=2, fault_file=str(fault_file)
+    )
+    overrides = [f"--trainer.{key}={value}" for key, value in trainer.items()]
+    proc = start_cli("fit", "-c", str(config), *overrides, env=env)
+    code = proc.wait(timeout=90)
+    ended = time.time()
+    assert fault_file.exists(), proc.stderr.read()
+    return code, ended - float(fault_file.read_text()), proc.stderr.read()
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+@pytest.mark.parametrize("fault", sorted(FAULT_EXIT_CODES))
+def test_a_crashed_rank_ends_the_job_within_5_s(tmp_path, start_cli, fault, rank):
+    code, seconds, stderr = run_with_fault(tmp_path, start_cli, fault, rank)
+    assert code == FAULT_EXIT_CODES[fault], stderr
+    assert seconds < 5.0, stderr
+    assert f"trainkit: rank {rank} " in stderr
+    if fault == "raise":
+        assert f"[rank {rank}] RuntimeError: injected failure" in stderr
+
+
+def test_a_hung_rank_ends_the_job_within_the_timeout_naming_it(tmp_path, start_cli):
+    code, seconds, stderr = run_with_fault(
+        tmp_path, start_cli, "hang", 1, env=cli_env(TRAINKIT_COLLECTIVE_TIMEOUT="4")
+    )
+    assert code != 0
+    assert 4.0 <= seconds < 4.0 + 5.0, stderr
+    assert "a collective timed out: late: rank 1 in training_step (epoch 0, batch 2" in stderr
+    assert "waiting: rank 0 in backward (gradient all-reduce)" in stderr
+
+
+def test_the_strategy_timeout_setting_bounds_a_hang(tmp_path, start_cli):
+    code, seconds, stderr = run_with_fault(
+        tmp_path,
+        start_cli,
+        "hang",
+        0,
+        **{"strategy": "trainkit.strategies.DDPStrategy", "strategy.timeout": 3},
+    )
+    assert code != 0
+    assert 3.0 <= seconds < 3.0 + 5.0, stderr
+    assert "late: rank 0 in training_step" in stderr
+
+
+def test_a_collective_only_one_rank_calls_ends_the_job(tmp_path, start_cli):
+    code, seconds, stderr = run_with_fault(
+        tmp_path, start_cli, "extra_collective", 1, env=cli_env(TRAINKIT_COLLECTIVE_TIMEOUT="4")
+    )
+    assert code != 0
+    assert seconds < 4.0 + 5.0, stderr
+    assert "trainkit: rank " in stderr
+    assert "rank 1 in training_step (epoch 0, batch 2" in stderr  # where it called it

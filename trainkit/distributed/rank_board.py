@@ -1,0 +1,112 @@
+"""Where each local rank is: a small shared-memory board that ranks write and the launcher reads.
+
+A rank marks each phase it enters (a memory write, no system call); when a collective times
+out, the launcher reads the board to name the late ranks and what the others were waiting in.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+BOARD_ENV = "TRAINKIT_RANK_BOARD"
+_SLOT = struct.Struct("<dqqq")  # time entered (monotonic), phase, epoch, batch
+
+# phase id -> (what the rank was doing, whether it waits on its peers there)
+PHASES: dict[int, tuple[str, bool]] = {
+    0: ("starting up", False),
+    1: ("setup", True),
+    2: ("loading the next batch", False),
+    3: ("training_step", False),
+    4: ("backward (gradient all-reduce)", True),
+    5: ("optimizer step", True),
+    6: ("validation", True),
+    7: ("saving a checkpoint", True),
+    8: ("epoch end (metric sync)", True),
+    9: ("finishing (final barrier)", True),
+}
+STARTING, SETUP, DATA, TRAINING_STEP, BACKWARD, OPTIMIZER_STEP = 0, 1, 2, 3, 4, 5
+VALIDATION, CHECKPOINT, EPOCH_END, FINISHING = 6, 7, 8, 9
+
+
+class RankBoard:
+    """One rank's slot on the board (a no-op when no launcher made one)."""
+
+    def __init__(self) -> None:
+        self._map: mmap.mmap | None = None
+        self._offset = 0
+        self._epoch = self._batch = -1
+        path = os.environ.get(BOARD_ENV)
+        local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        if path and Path(path).is_file():
+            with open(path, "r+b") as handle:
+                self._map = mmap.mmap(handle.fileno(), 0)
+            self._offset = local_rank * _SLOT.size
+
+    def mark(self, phase: int, epoch: int | None = None, batch: int | None = None) -> None:
+        """Record that this rank now enters ``phase`` (at ``epoch``/``batch``, else the last)."""
+        if self._map is None:
+            return
+        if epoch is not None:
+            self._epoch, self._batch = epoch, batch if batch is not None else -1
+        _SLOT.pack_into(self._map, self._offset, time.monotonic(), phase, self._epoch, self._batch)
+
+
+def create_board(folder: str, local_world_size: int) -> str:
+    """The launcher's side: an empty board file for ``local_world_size`` ranks."""
+    path = Path(folder) / "rank_board"
+    path.write_bytes(b"\0" * (_SLOT.size * local_world_size))
+    return str(path)
+
+
+@dataclass(frozen=True)
+class RankPosition:
+    """One rank's last recorded phase."""
+
+    rank: int
+    phase: int
+    epoch: int
+    batch: int
+    seconds: float  # how long it has been in that phase
+
+    @property
+    def doing(self) -> str:
+        return PHASES.get(self.phase, ("unknown", False))[0]
+
+    @property
+    def waits_on_peers(self) -> bool:
+        return PHASES.get(self.phase, ("unknown", False))[1]
+
+    def describe(self) -> str:
+        where = f"epoch {self.epoch}, batch {self.batch}, " if self.epoch >= 0 else ""
+        return f"{self.doing} ({where}for {self.seconds:.1f} s)"
+
+
+def read_board(path: str, first_rank: int = 0) -> list[RankPosition]:
+    """Every slot of the board; ``first_rank`` turns local ranks into global ones."""
+    data = Path(path).read_bytes()
+    now = time.monotonic()
+    positions = []
+    for local_rank in range(len(data) // _SLOT.size):
+        entered, phase, epoch, batch = _SLOT.unpack_from(data, local_rank * _SLOT.size)
+        seconds = now - entered if entered else 0.0
+        positions.append(RankPosition(first_rank + local_rank, phase, epoch, batch, seconds))
+    return positions
+
+
+def late_ranks(positions: list[RankPosition]) -> tuple[list[RankPosition], list[RankPosition]]:
+    """(late, waiting): the ranks behind the furthest one, or at its step but not waiting on
+    peers; the rest waited for them."""
+
+    def progress(p: RankPosition) -> tuple[int, int]:
+        return (p.epoch, p.batch)
+
+    furthest = max(progress(p) for p in positions)
+    late = [p for p in positions if progress(p) < furthest or not p.waits_on_peers]
+    if len(late) == len(positions):  # nobody waited at the front: only the idle ones are late
+        late = [p for p in positions if not p.waits_on_peers]
+    return late, [p for p in positions if p not in late]
