@@ -73,9 +73,9 @@ def instantiate(parser: Any, config: Any) -> tuple[Any, Any, Any]:
     seed = config.get("seed_everything")
     if seed is not False:
         config["seed_everything"] = seed_everything(None if seed is True else seed)
-    objects = parser.instantiate_classes(config)
+    objects = parser.instantiate(config)
     model, datamodule, trainer = objects["model"], objects.get("data"), objects["trainer"]
-    trainer.cli_config = parser.dump(config, skip_none=False)
+    trainer.cli_config = parser.dump(config, skip_unset=False)
     optimizer, scheduler = config.get("optimizer"), config.get("lr_scheduler")
     if optimizer is not None:
         model.configure_optimizers = ConfiguredOptimizers(
