@@ -16,6 +16,8 @@ def save_checkpoint(checkpoint: dict[str, Any], path: str | os.PathLike) -> Path
     """Write ``checkpoint`` to ``path`` atomically: temp file, fsync, rename, fsync the folder."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a writer that was killed
+        stale.unlink(missing_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:

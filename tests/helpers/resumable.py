@@ -65,7 +65,8 @@ class NoisyRegressor(TrainModule):
     created once training passes ``touch_after_steps`` so those tests know when to act.
     ``fault`` injects a failure on ``fault_rank`` at step ``fault_step``: raise, exit, kill,
     hang (sleep forever) or extra_collective (a collective no other rank calls); the time of the
-    fault goes to ``fault_file``.
+    fault goes to ``fault_file``. ``ballast_mb`` adds an untrained buffer that makes every
+    checkpoint that many MiB bigger (slow to write).
     """
 
     def __init__(
@@ -78,10 +79,12 @@ class NoisyRegressor(TrainModule):
         fault_rank: int = 0,
         fault_step: int = 2,
         fault_file: str | None = None,
+        ballast_mb: int = 0,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 1))
+        self.register_buffer("ballast", torch.zeros(ballast_mb * 2**18))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
