@@ -32,11 +32,8 @@ def rank_process(launcher, local_rank):
     raise AssertionError(f"no local rank {local_rank} under the launcher")
 
 
-def interrupted_then_resumed(tmp_path, start_cli, devices, send):
-    """Train straight; train again and call ``send(proc)`` mid-run; resume; return stderr."""
-    straight = start_cli("fit", "-c", str(write_config(tmp_path, devices)), root=tmp_path / "a")
-    assert straight.wait(timeout=120) == 0, straight.stderr.read()
-
+def interrupted_then_resumed(tmp_path, start_cli, straight_run, devices, send):
+    """Train, call ``send(proc)`` mid-run, resume, compare with the straight run; return stderr."""
     started = tmp_path / "started"
     slow = write_config(tmp_path, devices, sleep_s=0.15, touch_file=str(started))
     run = start_cli("fit", "-c", str(slow), root=tmp_path / "b")
@@ -57,40 +54,42 @@ def interrupted_then_resumed(tmp_path, start_cli, devices, send):
         root=tmp_path / "b",
     )
     assert resumed.wait(timeout=120) == 0, resumed.stderr.read()
-    assert_same_weights(
-        checkpoints(tmp_path / "a")["last.ckpt"], checkpoints(tmp_path / "b")["last.ckpt"]
-    )
+    assert_same_weights(straight_run(devices), checkpoints(tmp_path / "b")["last.ckpt"])
     return stderr
 
 
 def test_sigterm_to_the_launcher_stops_every_rank_saves_once_and_resumes_exactly(
-    tmp_path, start_cli
+    tmp_path, start_cli, straight_run
 ):
     stderr = interrupted_then_resumed(
-        tmp_path, start_cli, 2, lambda p: p.send_signal(signal.SIGTERM)
+        tmp_path, start_cli, straight_run, 2, lambda p: p.send_signal(signal.SIGTERM)
     )
     assert stderr.count("; saved ") == 1, stderr
     assert "preempted (SIGTERM)" in stderr and "--ckpt_path last" in stderr
     assert "Traceback" not in stderr
 
 
-def test_sigterm_to_one_rank_stops_all_of_them_together(tmp_path, start_cli):
+def test_sigterm_to_one_rank_stops_all_of_them_together(tmp_path, start_cli, straight_run):
     stderr = interrupted_then_resumed(
-        tmp_path, start_cli, 2, lambda p: rank_process(p, 1).send_signal(signal.SIGTERM)
+        tmp_path,
+        start_cli,
+        straight_run,
+        2,
+        lambda p: rank_process(p, 1).send_signal(signal.SIGTERM),
     )
     assert "preempted" in stderr and "Traceback" not in stderr
 
 
-def test_slurm_sigusr1_preempts_a_single_process_run(tmp_path, start_cli):
+def test_slurm_sigusr1_preempts_a_single_process_run(tmp_path, start_cli, straight_run):
     stderr = interrupted_then_resumed(
-        tmp_path, start_cli, 1, lambda p: p.send_signal(signal.SIGUSR1)
+        tmp_path, start_cli, straight_run, 1, lambda p: p.send_signal(signal.SIGUSR1)
     )
     assert "preempted (SIGUSR1)" in stderr
 
 
-def test_ctrl_c_preempts_like_sigterm(tmp_path, start_cli):
+def test_ctrl_c_preempts_like_sigterm(tmp_path, start_cli, straight_run):
     stderr = interrupted_then_resumed(
-        tmp_path, start_cli, 1, lambda p: p.send_signal(signal.SIGINT)
+        tmp_path, start_cli, straight_run, 1, lambda p: p.send_signal(signal.SIGINT)
     )
     assert "preempted (SIGINT)" in stderr
 
