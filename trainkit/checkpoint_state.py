@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainkit.checkpoint_io import (
     CHECKPOINT_FORMAT,
     CheckpointError,
     check_fits,
+    find_checkpoint,
     load_checkpoint,
     plain_hparams,
     require_state_dict,
@@ -154,3 +156,34 @@ def batches_to_skip(trainer: Trainer) -> int:
     """Batches of the current epoch a mid-epoch checkpoint had already trained on."""
     resume = trainer._resume
     return resume["skip"] if resume is not None else 0
+
+
+def resolve_path(trainer: Trainer, ckpt_path: str) -> str:
+    """'last' (newest last.ckpt), 'best' (recorded by ModelCheckpoint) or a path, as a path."""
+    callback = trainer.checkpoint_callback
+    if ckpt_path == "last":
+        if (
+            callback is not None
+            and callback.last_model_path
+            and Path(callback.last_model_path).is_file()
+        ):
+            return callback.last_model_path
+        found = find_checkpoint(trainer.default_root_dir)
+        if found is None:
+            raise FileNotFoundError(
+                f"ckpt_path 'last': no last.ckpt under {trainer.default_root_dir!r}; train first"
+            )
+        return str(found)
+    if ckpt_path == "best":
+        if callback is not None and callback.best_model_path:
+            return callback.best_model_path
+        last = load_checkpoint(
+            resolve_path(trainer, "last"), weights_only=trainer.checkpoint_weights_only
+        )
+        for state in last.get("callbacks", {}).values():
+            if state.get("best_model_path"):
+                return state["best_model_path"]
+        raise FileNotFoundError(
+            "ckpt_path 'best': no best checkpoint recorded; use 'last' or a path"
+        )
+    return ckpt_path

@@ -187,10 +187,10 @@ class TrainkitCLI:
         try:
             check_ckpt_path(ckpt_path, self.trainer.default_root_dir)
             if ckpt_path is not None and self.trainer.is_global_zero:
-                from trainkit.checkpoint_state import verify
+                from trainkit.checkpoint_state import resolve_path, verify
 
                 verify(
-                    self.trainer._resolve_ckpt_path(ckpt_path),
+                    resolve_path(self.trainer, ckpt_path),
                     self.model,
                     self.trainer.checkpoint_weights_only,
                     full=self.subcommand == "fit",

@@ -11,8 +11,9 @@ import torch
 
 from trainkit.callbacks.base import Callback, overrides
 from trainkit.data import limited_batches, set_sampler_epoch
+from trainkit.distributed import rank_board
 from trainkit.distributed.rank_board import DATA, TRAINING_STEP
-from trainkit.metrics import MetricStore
+from trainkit.metrics import MetricStore, to_float
 from trainkit.module import HooksMixin, TrainModule
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ class FitLoop:
         trainer.num_training_batches_seen = trainer._batches_done
         if trainer.preempted is None:
             trainer._epoch_phase = "end"
-            trainer._finish_train_epoch(store)
+            self.finish_epoch(store)
         trainer._epoch_phase = None
 
     def _run_batches(self, loader: Any, skip: int, store: MetricStore) -> None:
@@ -106,8 +107,8 @@ class FitLoop:
             else strategy.default_step_end()
         )
         automatic = module.automatic_optimization
-        optimizer_step = trainer._optimizer_step
-        backward = trainer._backward
+        optimizer_step = trainer._stepper.step
+        backward = trainer._stepper.backward
         accumulate = trainer.accumulate_grad_batches
         total = trainer.num_training_batches
         val_every = trainer._val_every_n_batches()
@@ -156,7 +157,7 @@ class FitLoop:
                 if sync is not None:
                     sync.__exit__(None, None, None)
                 if boundary:
-                    optimizer_step(batch_idx)
+                    optimizer_step()
                     trainer.global_step += 1
                     if log_every and trainer.global_step % log_every == 0:
                         trainer._log_step_metrics(store)
@@ -181,6 +182,44 @@ class FitLoop:
                 break
             mark(DATA, epoch, batch_idx + 1)
         trainer._batches_done = batch_idx + 1
+
+    def finish_epoch(self, store: MetricStore) -> None:
+        """Epoch-end hooks, metric aggregates, epoch schedulers, then the monitoring callbacks."""
+        trainer = self.trainer
+        module = trainer.lightning_module
+        trainer._board.mark(rank_board.EPOCH_END)
+        monitors = [cb for cb in trainer.callbacks if getattr(cb, "order", 0) > 0]
+        for callback in trainer.callbacks:
+            if callback not in monitors:
+                callback.on_train_epoch_end(trainer, module)
+        store.default_on_step, store.default_on_epoch = False, True
+        module.on_train_epoch_end()
+        trainer._reduce_train_epoch(store)
+        completed = trainer.num_training_batches_seen >= trainer.num_training_batches or not (
+            0 <= trainer.max_steps <= trainer.global_step
+        )
+        for config in trainer.lr_scheduler_configs if completed else ():
+            if config.interval == "epoch" and (trainer.current_epoch + 1) % config.frequency == 0:
+                step_scheduler(trainer, config)
+        for callback in monitors:
+            callback.on_train_epoch_end(trainer, module)
+        for logger in trainer.loggers if trainer.is_global_zero else ():
+            logger.save()
+        if completed:  # an epoch cut short by max_steps is resumed, not counted
+            trainer.current_epoch += 1
+
+
+def step_scheduler(trainer: Trainer, config: Any) -> None:
+    """Step one scheduler; ReduceLROnPlateau-style ones get their monitored metric."""
+    if config.needs_metric:
+        metrics = trainer.callback_metrics
+        if config.monitor not in metrics:
+            raise KeyError(
+                f"lr_scheduler monitor {config.monitor!r} was not logged; logged: {sorted(metrics)}"
+            )
+        config.scheduler.step(to_float(metrics[config.monitor]))
+    else:
+        config.scheduler.step()
 
 
 class EvalLoop:

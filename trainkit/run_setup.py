@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 def setup_run(trainer: Trainer, stage: str, model: TrainModule, datamodule: Any) -> None:
     """Join the process group, agree on the log folder, then run prepare_data/setup hooks."""
-    from trainkit.trainer import sort_callbacks
+    from trainkit.trainer_setup import sort_callbacks
 
     strategy = trainer.strategy
     strategy.setup_environment()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +21,24 @@ from trainkit.loops import EvalLoop, FitLoop, PredictLoop, bound_hooks
 from trainkit.metrics import MetricStore, to_float
 from trainkit.module import TrainModule
 from trainkit.optim import SchedulerConfig, parse_optimizers
+from trainkit.optimizer_step import OptimizerStep
 from trainkit.precision import Precision, normalize_precision
 from trainkit.profiler import build_profiler
 from trainkit.run_summary import print_summary, summarize_run
 from trainkit.scaling import RunSummary, effective_batch_size, lr_factor, per_device_batch
 from trainkit.strategies import Strategy, select_strategy
+from trainkit.trainer_metrics import TrainerMetrics
+from trainkit.trainer_setup import (
+    build_callbacks,
+    build_loggers,
+    check_loop_settings,
+    check_writable_dir,
+)
 
 STAGES = ("fit", "validate", "test", "predict")
 
 
-class Trainer:
+class Trainer(TrainerMetrics):
     """Train and evaluate a TrainModule on one device or many; every argument has a safe default."""
 
     def __init__(
@@ -138,31 +145,18 @@ class Trainer:
         self.reference_batch_size = reference_batch_size
         self.batch_size_mode = batch_size_mode
         self.run_summary: RunSummary | None = None
-        _check_positive("accumulate_grad_batches", accumulate_grad_batches)
-        _check_at_least("max_epochs", max_epochs, -1, "None or -1 (no limit)", none_ok=True)
-        _check_at_least("max_steps", max_steps, -1, "-1 (no limit)")
-        _check_at_least("min_epochs", min_epochs, 0)
-        _check_at_least("num_sanity_val_steps", num_sanity_val_steps, -1, "-1 (all)")
-        if gradient_clip_val is not None and not gradient_clip_val >= 0:
-            raise ConfigError(
-                "trainer.gradient_clip_val",
-                gradient_clip_val,
-                "a number >= 0 or null (no clipping)",
-            )
-        _check_positive("log_every_n_steps", log_every_n_steps)
-        _check_positive("check_val_every_n_epoch", check_val_every_n_epoch)
-        if gradient_clip_algorithm not in ("norm", "value"):
-            raise ConfigError(
-                "trainer.gradient_clip_algorithm", gradient_clip_algorithm, "'norm' or 'value'"
-            )
-        if (
-            isinstance(val_check_interval, bool)
-            or val_check_interval <= 0
-            or (isinstance(val_check_interval, float) and val_check_interval > 1)
-        ):
-            raise ConfigError(
-                "trainer.val_check_interval", val_check_interval, "a float in (0, 1] or an int >= 1"
-            )
+        check_loop_settings(
+            accumulate_grad_batches=accumulate_grad_batches,
+            max_epochs=max_epochs,
+            max_steps=max_steps,
+            min_epochs=min_epochs,
+            num_sanity_val_steps=num_sanity_val_steps,
+            gradient_clip_val=gradient_clip_val,
+            gradient_clip_algorithm=gradient_clip_algorithm,
+            log_every_n_steps=log_every_n_steps,
+            check_val_every_n_epoch=check_val_every_n_epoch,
+            val_check_interval=val_check_interval,
+        )
         if max_epochs == -1:
             max_epochs = math.inf
         self.max_epochs = (
@@ -195,8 +189,8 @@ class Trainer:
         if deterministic:
             torch.use_deterministic_algorithms(True)
         self.profiler = build_profiler(profiler)
-        self.loggers = _build_loggers(logger, self.default_root_dir)
-        self.callbacks = _build_callbacks(callbacks, enable_progress_bar, enable_checkpointing)
+        self.loggers = build_loggers(logger, self.default_root_dir)
+        self.callbacks = build_callbacks(callbacks, enable_progress_bar, enable_checkpointing)
         self._show_summary = enable_progress_bar and not self.fast_dev_run
         # run state
         self.state: str | None = None
@@ -223,6 +217,7 @@ class Trainer:
         self._batches_done = 0  # training batches of the current epoch already stepped
         self._epoch_phase: str | None = None  # 'batches' or 'end' while an epoch runs
         self._preemption: Any = None
+        self._stepper: OptimizerStep | None = None
         self._board = RankBoard()
         self.preempted: str | None = None  # the stop signal's name once fit saved and stopped
         self._epoch_start_rng: Any = None
@@ -313,23 +308,6 @@ class Trainer:
         return next((cb for cb in self.callbacks if isinstance(cb, ModelCheckpoint)), None)
 
     @property
-    def callback_metrics(self) -> dict[str, torch.Tensor]:
-        """Latest step values and epoch aggregates, by name; what monitors read."""
-        metrics = dict(self._epoch_metrics)
-        if self._train_store is not None:
-            for name, value in self._train_store.step_values.items():
-                metrics[self._train_store.meta[name].step_key(name)] = value
-                metrics.setdefault(name, value)
-        return metrics
-
-    @property
-    def progress_bar_metrics(self) -> dict[str, Any]:
-        metrics = {key: self._epoch_metrics[key] for key in self._prog_bar_epoch_keys}
-        if self._train_store is not None:
-            metrics.update(self._train_store.step_metrics(for_prog_bar=True))
-        return metrics
-
-    @property
     def fit_done(self) -> bool:
         if self.preempted is not None:
             return True
@@ -400,7 +378,9 @@ class Trainer:
         if launcher.needs_launch(self.strategy):
             if launcher.can_reexecute():
                 raise SystemExit(launcher.launch_ranks(self.strategy))
-            self._use_forked_ranks()
+            from trainkit.distributed.spawn import use_forked_ranks
+
+            use_forked_ranks(self)
         if (
             self.strategy.spawns_processes
             and not self.cluster.external
@@ -410,29 +390,6 @@ class Trainer:
 
             return spawn_stage(self, stage, model, datamodule, ckpt_path, loaders)
         return self._run_stage(stage, model, datamodule, ckpt_path, loaders)
-
-    def _use_forked_ranks(self) -> None:
-        """Interactive sessions (notebook, stdin, ``python -c``) cannot be re-executed: fork the ranks."""
-        from trainkit.strategies import DDPSpawnStrategy
-
-        old = self.strategy
-        names = (
-            "find_unused_parameters",
-            "static_graph",
-            "gradient_as_bucket_view",
-            "process_group_backend",
-            "timeout",
-        )
-        self.strategy = DDPSpawnStrategy(**{name: getattr(old, name) for name in names})
-        self.strategy.sync_batchnorm = old.sync_batchnorm
-        self.strategy.connect(self.selection, self.num_nodes, self.cluster)
-        self.strategy.start_method = "fork"
-        print(
-            "trainkit: this Python session cannot be re-run per rank (interactive); starting the "
-            f"{self.strategy.world_size} ranks as forked processes (ddp_spawn, start method fork)",
-            file=sys.stderr,
-            flush=True,
-        )
 
     def _run_stage(
         self, stage: str, model: TrainModule, datamodule: Any, ckpt_path: str | None, loaders: tuple
@@ -479,10 +436,12 @@ class Trainer:
                 f"{len(self.optimizers)} optimizers need manual optimization: set "
                 "self.automatic_optimization = False and step them in training_step"
             )
-        self._resolve_step_hooks()
+        self._stepper = OptimizerStep(self)
         self.run_summary = summarize_run(self)
         if ckpt_path is not None:
-            checkpoint_state.restore(self, self._resolve_ckpt_path(ckpt_path), full=True)
+            checkpoint_state.restore(
+                self, checkpoint_state.resolve_path(self, ckpt_path), full=True
+            )
         self._log_hyperparams()
         if self.is_global_zero and self._show_summary:
             print_summary(self.run_summary)
@@ -509,7 +468,9 @@ class Trainer:
             )
         self.lightning_module.to(self.strategy.root_device)
         if ckpt_path is not None:
-            checkpoint_state.restore(self, self._resolve_ckpt_path(ckpt_path), full=False)
+            checkpoint_state.restore(
+                self, checkpoint_state.resolve_path(self, ckpt_path), full=False
+            )
         loop_stage = "validation" if stage == "validate" else "test"
         limit = self.limit_val_batches if stage == "validate" else self.limit_test_batches
         results = EvalLoop(self, loop_stage).run(loaders, limit)
@@ -528,7 +489,9 @@ class Trainer:
             )
         self.lightning_module.to(self.strategy.root_device)
         if ckpt_path is not None:
-            checkpoint_state.restore(self, self._resolve_ckpt_path(ckpt_path), full=False)
+            checkpoint_state.restore(
+                self, checkpoint_state.resolve_path(self, ckpt_path), full=False
+            )
         outputs = PredictLoop(self).run(loaders, self.limit_predict_batches)
         return outputs[0] if len(outputs) == 1 else outputs
 
@@ -556,106 +519,14 @@ class Trainer:
             )
         return prepared
 
-    def _resolve_ckpt_path(self, ckpt_path: str) -> str:
-        from trainkit.checkpoint_io import find_checkpoint, load_checkpoint
-
-        callback = self.checkpoint_callback
-        if ckpt_path == "last":
-            if (
-                callback is not None
-                and callback.last_model_path
-                and Path(callback.last_model_path).is_file()
-            ):
-                return callback.last_model_path
-            found = find_checkpoint(self.default_root_dir)
-            if found is None:
-                raise FileNotFoundError(
-                    f"ckpt_path 'last': no last.ckpt under {self.default_root_dir!r}; train first"
-                )
-            return str(found)
-        if ckpt_path == "best":
-            if callback is not None and callback.best_model_path:
-                return callback.best_model_path
-            last = load_checkpoint(
-                self._resolve_ckpt_path("last"), weights_only=self.checkpoint_weights_only
-            )
-            for state in last.get("callbacks", {}).values():
-                if state.get("best_model_path"):
-                    return state["best_model_path"]
-            raise FileNotFoundError(
-                "ckpt_path 'best': no best checkpoint recorded; use 'last' or a path"
-            )
-        return ckpt_path
-
     # ---- pieces the loops call ----------------------------------------------------------------------
     def _call(self, name: str, *args: Any) -> None:
         for hook in bound_hooks(self, name):
             hook(*args)
 
-    def _resolve_step_hooks(self) -> None:
-        self._before_backward = bound_hooks(self, "on_before_backward")
-        self._after_backward = bound_hooks(self, "on_after_backward")
-        self._before_optimizer_step = bound_hooks(self, "on_before_optimizer_step")
-        self._before_zero_grad = [h for h in bound_hooks(self, "on_before_zero_grad")]
-        self._step_schedulers = [c for c in self.lr_scheduler_configs if c.interval == "step"]
-        self._clip = self.gradient_clip_val is not None and self.gradient_clip_val > 0
-        self._params = [p for p in self.lightning_module.parameters() if p.requires_grad]
-        self._sync_gradients = self.strategy.gradient_sync_fn()
-        self._set_to_none = self.strategy.zero_grad_set_to_none
-        self._strategy_backward = self.strategy.backward_fn()
-        self._strategy_step = self.strategy.optimizer_step_fn()
-
     def _backward(self, loss: torch.Tensor) -> None:
-        self._board.mark(rank_board.BACKWARD)
-        for hook in self._before_backward:
-            hook(loss)
-        if self._strategy_backward is not None:
-            self._strategy_backward(loss)
-        else:
-            self.precision_plugin.backward(loss)
-        for hook in self._after_backward:
-            hook()
-
-    def _optimizer_step(self, batch_idx: int) -> None:
-        self._board.mark(rank_board.OPTIMIZER_STEP)
-        optimizer = self.optimizers[0]
-        precision = self.precision_plugin
-        if self._sync_gradients is not None:
-            self._sync_gradients(self._params)
-        if self._clip or self._before_optimizer_step:
-            precision.unscale(optimizer)
-        for hook in self._before_optimizer_step:
-            hook(optimizer)
-        if self._clip:
-            if self.gradient_clip_algorithm == "norm":
-                torch.nn.utils.clip_grad_norm_(self._params, self.gradient_clip_val)
-            else:
-                torch.nn.utils.clip_grad_value_(self._params, self.gradient_clip_val)
-        if self._strategy_step is not None:
-            for hook in self._before_zero_grad:
-                hook(optimizer)
-            self._strategy_step()
-        else:
-            precision.step(optimizer)
-            precision.update()
-            for hook in self._before_zero_grad:
-                hook(optimizer)
-            optimizer.zero_grad(set_to_none=self._set_to_none)
-        for config in self._step_schedulers:
-            if (self.global_step + 1) % config.frequency == 0:
-                config.scheduler.step()
-
-    def _new_store(self, stage: str) -> MetricStore:
-        train = stage == "train"
-        store = MetricStore(stage, default_on_step=train, default_on_epoch=not train)
-        if self.strategy.is_distributed:
-            store.reducer = self.strategy.reduce
-        self._metric_store = store
-        return store
-
-    def _new_train_store(self) -> MetricStore:
-        self._train_store = self._new_store("train")
-        return self._train_store
+        """``manual_backward``: the same hooks, precision and strategy as automatic optimization."""
+        self._stepper.backward(loss)
 
     def _val_every_n_batches(self) -> int:
         if not self.val_loaders or (self.current_epoch + 1) % self.check_val_every_n_epoch:
@@ -680,79 +551,6 @@ class Trainer:
         self._board.mark(rank_board.VALIDATION)
         EvalLoop(self, "validation").run(self.val_loaders, self.limit_val_batches)
         self._metric_store = self._train_store
-
-    def _record_eval_metrics(
-        self, store: MetricStore, results: list[dict[str, torch.Tensor]]
-    ) -> None:
-        merged: dict[str, torch.Tensor] = {}
-        for result in results:
-            merged.update(result)
-        self._epoch_metrics.update(merged)
-        self._note_prog_bar(store, merged)
-        logged = {k: to_float(v) for k, v in merged.items() if store.meta[k].logger}
-        if logged:
-            if self.state == "fit":
-                logged["epoch"] = self.current_epoch
-            self.log_to_loggers(logged, self.global_step)
-
-    def _note_prog_bar(self, store: MetricStore, values: dict[str, Any]) -> None:
-        for name in values:
-            meta = store.meta[name]
-            if meta.prog_bar:
-                self._prog_bar_epoch_keys[meta.epoch_key(name)] = None
-
-    def _log_step_metrics(self, store: MetricStore) -> None:
-        metrics = {k: to_float(v) for k, v in store.step_metrics(for_logger=True).items()}
-        if metrics:
-            metrics["epoch"] = self.current_epoch
-            self.log_to_loggers(metrics, self.global_step)
-
-    def _finish_train_epoch(self, store: MetricStore) -> None:
-        self._board.mark(rank_board.EPOCH_END)
-        monitors = [cb for cb in self.callbacks if getattr(cb, "order", 0) > 0]
-        for callback in self.callbacks:
-            if callback not in monitors:
-                callback.on_train_epoch_end(self, self.lightning_module)
-        store.default_on_step, store.default_on_epoch = False, True
-        self.lightning_module.on_train_epoch_end()
-        reduced = store.reduce_epoch()
-        epoch_values = store.epoch_keys(reduced)
-        self._epoch_metrics.update(reduced)
-        self._epoch_metrics.update(epoch_values)
-        self._note_prog_bar(store, reduced)
-        logged = {k: to_float(v) for k, v in store.epoch_keys(reduced, for_logger=True).items()}
-        if logged:
-            logged["epoch"] = self.current_epoch
-            self.log_to_loggers(logged, self.global_step)
-        completed = self.num_training_batches_seen >= self.num_training_batches or not (
-            0 <= self.max_steps <= self.global_step
-        )
-        for config in self.lr_scheduler_configs if completed else ():
-            if config.interval == "epoch" and (self.current_epoch + 1) % config.frequency == 0:
-                self._step_scheduler(config)
-        for callback in monitors:
-            callback.on_train_epoch_end(self, self.lightning_module)
-        for logger in self.loggers if self.is_global_zero else ():
-            logger.save()
-        if completed:  # an epoch cut short by max_steps is resumed, not counted
-            self.current_epoch += 1
-
-    def _step_scheduler(self, config: SchedulerConfig) -> None:
-        if config.needs_metric:
-            metrics = self.callback_metrics
-            if config.monitor not in metrics:
-                raise KeyError(
-                    f"lr_scheduler monitor {config.monitor!r} was not logged; logged: {sorted(metrics)}"
-                )
-            config.scheduler.step(to_float(metrics[config.monitor]))
-        else:
-            config.scheduler.step()
-
-    def log_to_loggers(self, metrics: dict[str, float], step: int) -> None:
-        """Send floats to every logger (global rank 0 only)."""
-        if self.is_global_zero:
-            for logger in self.loggers:
-                logger.log_metrics(metrics, step)
 
     def _log_hyperparams(self) -> None:
         from trainkit.run_setup import log_hyperparams
@@ -782,69 +580,3 @@ def defines_optimizers(module: TrainModule) -> bool:
     """Whether the module (its class, or the CLI's optimizer section) provides configure_optimizers."""
     configure = module.configure_optimizers
     return getattr(configure, "__func__", None) is not TrainModule.configure_optimizers
-
-
-def check_writable_dir(folder: str) -> None:
-    """Create ``folder`` if needed and prove a file can be written there, or fail in one line."""
-    import tempfile
-
-    try:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as err:
-        raise ConfigError(
-            "trainer.default_root_dir",
-            folder,
-            "a folder trainkit can write logs and checkpoints to",
-            f"{err.strerror or err}; choose another folder",
-        ) from None
-
-
-def _check_at_least(name: str, value: Any, low: int, also: str = "", none_ok: bool = False) -> None:
-    if value is None and none_ok:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        expected = f"an int >= {max(low, 0)}" + (f" or {also}" if also else "")
-        raise ConfigError(f"trainer.{name}", value, expected)
-
-
-def _check_positive(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"trainer.{name}", value, "an int >= 1")
-
-
-def _build_loggers(logger: Any, root: str) -> list[Logger]:
-    if logger is True:
-        from trainkit.loggers import CSVLogger, TensorBoardLogger
-
-        return [TensorBoardLogger(root), CSVLogger(root)]
-    if logger in (False, None):
-        return []
-    loggers = list(logger) if isinstance(logger, list | tuple) else [logger]
-    for item in loggers:
-        if not isinstance(item, Logger):
-            raise ConfigError("trainer.logger", item, "true, false or Logger instances")
-    return loggers
-
-
-def _build_callbacks(callbacks: Any, progress: bool, checkpointing: bool) -> list[Callback]:
-    from trainkit.callbacks.checkpoint import ModelCheckpoint
-    from trainkit.callbacks.progress import ProgressBar
-
-    items = (
-        list(callbacks) if isinstance(callbacks, list | tuple) else [callbacks] if callbacks else []
-    )
-    for item in items:
-        if not isinstance(item, Callback):
-            raise ConfigError("trainer.callbacks", item, "Callback instances")
-    if progress and not any(isinstance(cb, ProgressBar) for cb in items):
-        items.append(ProgressBar())
-    if checkpointing and not any(isinstance(cb, ModelCheckpoint) for cb in items):
-        items.append(ModelCheckpoint())
-    return sort_callbacks(items)
-
-
-def sort_callbacks(items: list[Callback]) -> list[Callback]:
-    """Monitoring callbacks last: early stopping, then checkpointing, then the progress bar."""
-    return sorted(items, key=lambda cb: getattr(cb, "order", 0))

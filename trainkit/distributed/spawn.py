@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import sys
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -142,3 +143,27 @@ def _run_rank(
         queue.put(buffer.getvalue())
     strategy.barrier()
     strategy.teardown()
+
+
+def use_forked_ranks(trainer: Trainer) -> None:
+    """Interactive sessions (notebook, stdin, ``python -c``) cannot be re-executed: fork the ranks."""
+    from trainkit.strategies import DDPSpawnStrategy
+
+    old = trainer.strategy
+    names = (
+        "find_unused_parameters",
+        "static_graph",
+        "gradient_as_bucket_view",
+        "process_group_backend",
+        "timeout",
+    )
+    trainer.strategy = DDPSpawnStrategy(**{name: getattr(old, name) for name in names})
+    trainer.strategy.sync_batchnorm = old.sync_batchnorm
+    trainer.strategy.connect(trainer.selection, trainer.num_nodes, trainer.cluster)
+    trainer.strategy.start_method = "fork"
+    print(
+        "trainkit: this Python session cannot be re-run per rank (interactive); starting the "
+        f"{trainer.strategy.world_size} ranks as forked processes (ddp_spawn, start method fork)",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -1,0 +1,117 @@
+"""Trainer arguments checked before anything runs, and the loggers and callbacks they ask for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from trainkit.callbacks.base import Callback
+from trainkit.errors import ConfigError
+from trainkit.loggers.base import Logger
+
+
+def check_loop_settings(
+    *,
+    accumulate_grad_batches: Any,
+    max_epochs: Any,
+    max_steps: Any,
+    min_epochs: Any,
+    num_sanity_val_steps: Any,
+    gradient_clip_val: Any,
+    gradient_clip_algorithm: Any,
+    log_every_n_steps: Any,
+    check_val_every_n_epoch: Any,
+    val_check_interval: Any,
+) -> None:
+    """Every loop setting in range, or a ConfigError naming it (exit 2 from the CLI)."""
+    _check_positive("accumulate_grad_batches", accumulate_grad_batches)
+    _check_at_least("max_epochs", max_epochs, -1, "None or -1 (no limit)", none_ok=True)
+    _check_at_least("max_steps", max_steps, -1, "-1 (no limit)")
+    _check_at_least("min_epochs", min_epochs, 0)
+    _check_at_least("num_sanity_val_steps", num_sanity_val_steps, -1, "-1 (all)")
+    if gradient_clip_val is not None and not gradient_clip_val >= 0:
+        raise ConfigError(
+            "trainer.gradient_clip_val",
+            gradient_clip_val,
+            "a number >= 0 or null (no clipping)",
+        )
+    _check_positive("log_every_n_steps", log_every_n_steps)
+    _check_positive("check_val_every_n_epoch", check_val_every_n_epoch)
+    if gradient_clip_algorithm not in ("norm", "value"):
+        raise ConfigError(
+            "trainer.gradient_clip_algorithm", gradient_clip_algorithm, "'norm' or 'value'"
+        )
+    if (
+        isinstance(val_check_interval, bool)
+        or val_check_interval <= 0
+        or (isinstance(val_check_interval, float) and val_check_interval > 1)
+    ):
+        raise ConfigError(
+            "trainer.val_check_interval", val_check_interval, "a float in (0, 1] or an int >= 1"
+        )
+
+
+def check_writable_dir(folder: str) -> None:
+    """Create ``folder`` if needed and prove a file can be written there, or fail in one line."""
+    import tempfile
+
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise ConfigError(
+            "trainer.default_root_dir",
+            folder,
+            "a folder trainkit can write logs and checkpoints to",
+            f"{err.strerror or err}; choose another folder",
+        ) from None
+
+
+def _check_at_least(name: str, value: Any, low: int, also: str = "", none_ok: bool = False) -> None:
+    if value is None and none_ok:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        expected = f"an int >= {max(low, 0)}" + (f" or {also}" if also else "")
+        raise ConfigError(f"trainer.{name}", value, expected)
+
+
+def _check_positive(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"trainer.{name}", value, "an int >= 1")
+
+
+def build_loggers(logger: Any, root: str) -> list[Logger]:
+    if logger is True:
+        from trainkit.loggers import CSVLogger, TensorBoardLogger
+
+        return [TensorBoardLogger(root), CSVLogger(root)]
+    if logger in (False, None):
+        return []
+    loggers = list(logger) if isinstance(logger, list | tuple) else [logger]
+    for item in loggers:
+        if not isinstance(item, Logger):
+            raise ConfigError("trainer.logger", item, "true, false or Logger instances")
+    return loggers
+
+
+def build_callbacks(callbacks: Any, progress: bool, checkpointing: bool) -> list[Callback]:
+    from trainkit.callbacks.checkpoint import ModelCheckpoint
+    from trainkit.callbacks.progress import ProgressBar
+
+    items = (
+        list(callbacks) if isinstance(callbacks, list | tuple) else [callbacks] if callbacks else []
+    )
+    for item in items:
+        if not isinstance(item, Callback):
+            raise ConfigError("trainer.callbacks", item, "Callback instances")
+    if progress and not any(isinstance(cb, ProgressBar) for cb in items):
+        items.append(ProgressBar())
+    if checkpointing and not any(isinstance(cb, ModelCheckpoint) for cb in items):
+        items.append(ModelCheckpoint())
+    return sort_callbacks(items)
+
+
+def sort_callbacks(items: list[Callback]) -> list[Callback]:
+    """Monitoring callbacks last: early stopping, then checkpointing, then the progress bar."""
+    return sorted(items, key=lambda cb: getattr(cb, "order", 0))
