@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 __all__ = ["PREEMPTED_EXIT_CODE", "Preemption", "StopSignals"]
 
+AGREE_EVERY_SECONDS = 0.05  # how often ranks compare stop flags, at most
+MAX_GAP = 1000  # batches between two rounds, at most
+
 
 class StopSignals:
     """Signal handlers: the first stop signal is recorded; one arriving a second or more later
@@ -78,8 +81,10 @@ class Preemption:
         self.installed = self.signals.install()
         self._pending = False
         self._work: Any = None
-        self._flag: Any = None
+        self._round: Any = None
         self._group: Any = None
+        self._batches = self._round_batch = self._next_round = 0
+        self._round_started = time.perf_counter()
         import torch.distributed as dist
 
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
@@ -90,17 +95,38 @@ class Preemption:
         if self._group is None:
             self._pending = self._pending or self.signals.received is not None
             return self._pending and can_stop
+        self._batches += 1
+        if self._batches >= self._next_round:
+            self._agree()
+        return self._pending and can_stop
+
+    def _agree(self) -> None:
+        """Read the last round (every rank gets the same result), then start the next one.
+
+        A round carries the stop flag and each rank's proposed gap to the next round (about
+        AGREE_EVERY_SECONDS of its batches); the smallest proposal wins, so rounds stay cheap for
+        tiny steps and happen after every batch for slow ones, on the same batches on every rank.
+        """
         import torch
         import torch.distributed as dist
 
+        gap = 1
         if self._work is not None:
             self._work.wait()
-            self._pending = self._pending or bool(self._flag.item())
-        self._flag = torch.tensor([0 if self.signals.received is None else 1], dtype=torch.int32)
-        self._work = dist.all_reduce(
-            self._flag, op=dist.ReduceOp.MAX, group=self._group, async_op=True
+            flag, negative_gap = self._round.tolist()
+            self._pending = self._pending or flag > 0
+            gap = -negative_gap
+        now = time.perf_counter()
+        seconds_per_batch = (now - self._round_started) / max(1, self._batches - self._round_batch)
+        proposal = max(1, min(MAX_GAP, int(AGREE_EVERY_SECONDS / max(seconds_per_batch, 1e-6))))
+        self._round_started, self._round_batch = now, self._batches
+        self._round = torch.tensor(
+            [0 if self.signals.received is None else 1, -proposal], dtype=torch.int64
         )
-        return self._pending and can_stop
+        self._work = dist.all_reduce(
+            self._round, op=dist.ReduceOp.MAX, group=self._group, async_op=True
+        )
+        self._next_round = self._batches + gap
 
     def save_and_stop(self) -> None:
         """Write the resumable checkpoint (every rank calls; rank 0 writes) and end the fit."""
