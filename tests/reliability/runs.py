@@ -9,14 +9,16 @@ import torch
 import yaml
 
 
-def write_config(folder: Path, devices: int = 1, workers: int = 0, **model: Any) -> Path:
+def write_config(
+    folder: Path, devices: int = 1, workers: int = 0, train_size: int = 48, **model: Any
+) -> Path:
     """A fit config for tests.helpers.resumable, saving every 5 steps (all kept)."""
     config = {
         "seed_everything": 7,
         "model": {"class_path": "tests.helpers.resumable.NoisyRegressor", "init_args": model},
         "data": {
             "class_path": "tests.helpers.resumable.NoisyData",
-            "init_args": {"num_workers": workers},
+            "init_args": {"num_workers": workers, "train_size": train_size},
         },
         "trainer": {
             "accelerator": "cpu",

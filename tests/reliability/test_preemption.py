@@ -151,3 +151,16 @@ def test_preemption_waits_for_the_accumulation_boundary_and_resumes_exactly(tmp_
     assert resumed.preempted is None and resumed.global_step == 12
     for key, value in straight.state_dict().items():
         assert torch.equal(model.state_dict()[key], value), key
+
+
+def test_fast_steps_compare_flags_less_often_yet_stop_together(tmp_path, start_cli):
+    started = tmp_path / "started"
+    config = write_config(
+        tmp_path, 2, train_size=16_000, touch_file=str(started), touch_after_steps=300
+    )
+    run = start_cli("fit", "-c", str(config))
+    wait_for(started, run)
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(timeout=60) == PREEMPTED_EXIT_CODE, run.stderr.read()
+    loops = torch.load(checkpoints(tmp_path)["last.ckpt"], weights_only=True)["loops"]
+    assert loops["epoch"] == 0 and 300 <= loops["batches_in_epoch"] < 2000
