@@ -67,6 +67,20 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def run_trainkit(
+    *args: str, cwd: Path, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run ``python -m trainkit ARGS`` in ``cwd`` and wait; returns the CompletedProcess."""
+    return subprocess.run(
+        [sys.executable, "-m", "trainkit", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or cli_env(),
+    )
+
+
 @pytest.fixture
 def run_cli(tmp_path):
     """Run ``python -m trainkit ARGS`` in tmp_path; returns the CompletedProcess."""
@@ -74,14 +88,7 @@ def run_cli(tmp_path):
     def run(
         *args: str, timeout: float = 120, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "trainkit", *args],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env or cli_env(),
-        )
+        return run_trainkit(*args, cwd=tmp_path, timeout=timeout, env=env)
 
     return run
 
