@@ -51,6 +51,10 @@ def dump(trainer: Trainer) -> dict[str, Any]:
         "precision": trainer.precision,
         "config": trainer.cli_config,
     }
+    if phase == "batches" and trainer._train_store is not None:  # the epoch's metrics so far
+        checkpoint["epoch_metrics_so_far"] = strategy.all_gather_object(
+            trainer._train_store.partial_epoch_state()
+        )
     if trainer.datamodule is not None:
         checkpoint["datamodule_hyper_parameters"] = plain_hparams(trainer.datamodule.hparams)
         checkpoint["datamodule_state"] = trainer.datamodule.state_dict()
@@ -101,6 +105,7 @@ def restore(trainer: Trainer, path: str, full: bool) -> dict[str, Any]:
     trainer._resume = {
         "rng": checkpoint["rng_states"],
         "epoch_rng": checkpoint["epoch_start_rng_states"],
+        "epoch_metrics": checkpoint.get("epoch_metrics_so_far") if skip else None,
         "skip": skip,
     }
     return checkpoint
@@ -150,6 +155,13 @@ def restore_rng(trainer: Trainer, after_skip: bool = False) -> None:
         trainer._resume = None
     if states is not None:
         restore_rng_states(states)
+
+
+def restore_epoch_metrics(trainer: Trainer, store: Any) -> None:
+    """Give the resumed epoch's metric store what this rank had logged before the checkpoint."""
+    resume = trainer._resume
+    if resume is not None and resume.get("epoch_metrics"):
+        store.load_partial_epoch_state(_for_rank(resume["epoch_metrics"], trainer.global_rank))
 
 
 def batches_to_skip(trainer: Trainer) -> int:

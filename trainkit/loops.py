@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trainkit import checkpoint_state
 from trainkit.callbacks.base import Callback, overrides
 from trainkit.data import limited_batches, set_sampler_epoch
 from trainkit.distributed import rank_board
@@ -82,6 +83,8 @@ class FitLoop:
         module.train()
         trainer._call("on_train_epoch_start")
         skip = trainer._resume_batches_to_skip()
+        if skip:
+            checkpoint_state.restore_epoch_metrics(trainer, store)
         trainer._epoch_phase = "batches"
         self._run_batches(loader, skip, store)
         trainer.num_training_batches_seen = trainer._batches_done

@@ -153,6 +153,24 @@ class MetricStore:
             reduced = self.reducer(reduced, fx)
         return reduced.float()
 
+    def partial_epoch_state(self) -> dict[str, Any]:
+        """What was logged for the epoch so far (for a mid-epoch checkpoint): metas and entries."""
+        state = {}
+        for name, entries in self._epoch_values.items():
+            values = [torch.as_tensor(v, dtype=torch.float64).cpu() for v, _ in entries]
+            state[name] = {
+                "meta": dict(vars(self.meta[name])),
+                "values": torch.stack(values) if values else torch.zeros(0, dtype=torch.float64),
+                "batch_sizes": [int(b) for _, b in entries],
+            }
+        return state
+
+    def load_partial_epoch_state(self, state: dict[str, Any]) -> None:
+        """Continue an epoch's aggregates from ``partial_epoch_state`` of a checkpoint."""
+        for name, item in state.items():
+            self.meta[name] = MetricMeta(**item["meta"])
+            self._epoch_values[name] = list(zip(item["values"].unbind(), item["batch_sizes"]))
+
     def epoch_keys(
         self, values: dict[str, Tensor], for_logger: bool = False, for_prog_bar: bool = False
     ):

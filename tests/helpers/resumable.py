@@ -102,6 +102,7 @@ class NoisyRegressor(TrainModule):
         x, y = batch
         loss = F.mse_loss(self(x), y)
         self.log("train_loss", loss)
+        self.log("train_loss_mean", loss, on_step=False, on_epoch=True, sync_dist=True)
         return loss
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:

@@ -53,3 +53,13 @@ def assert_same_weights(a: Path, b: Path) -> None:
     assert first.keys() == second.keys()
     for key in first:
         assert torch.equal(first[key], second[key]), f"{key} differs: {a} vs {b}"
+
+
+def logged_at_epoch(root: Path, name: str, epoch: int) -> str:
+    """The value of ``name`` that the run's metrics.csv holds for ``epoch``, as written."""
+    import csv
+
+    with next(root.glob("**/metrics.csv")).open() as handle:
+        rows = [row for row in csv.DictReader(handle) if row.get(name)]
+    (value,) = [row[name] for row in rows if row.get("epoch") == str(epoch)]
+    return value

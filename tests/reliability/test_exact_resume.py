@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.reliability.runs import assert_same_weights, checkpoints, write_config
+from tests.reliability.runs import assert_same_weights, checkpoints, logged_at_epoch, write_config
 
 
 @pytest.mark.timeout(180)
@@ -44,6 +44,11 @@ def test_resume_from_a_mid_epoch_checkpoint_is_bitwise_exact(
         torch.load(checkpoints(tmp_path / "resumed")["last.ckpt"], weights_only=True)["global_step"]
         == 3 * batches_per_epoch
     )
+    # the resumed epoch's mean covers the batches before the checkpoint too
+    straight_root = saved["last.ckpt"].parents[2]
+    assert logged_at_epoch(tmp_path / "resumed", "train_loss_mean", 1) == logged_at_epoch(
+        straight_root, "train_loss_mean", 1
+    )
 
 
 def _fit_with_mid_epoch_validation(root, ckpt_path=None):
@@ -77,6 +82,10 @@ def test_resume_replays_the_validation_that_followed_the_checkpoint(tmp_path):
     trainer, straight = _fit_with_mid_epoch_validation(tmp_path / "a")
     mid = trainer.checkpoint_callback.dirpath + "/epoch=1-step=16.ckpt"
     assert torch.load(mid, weights_only=True)["loops"]["batches_in_epoch"] == 4
-    _, resumed = _fit_with_mid_epoch_validation(tmp_path / "b", ckpt_path=mid)
+    resumed_trainer, resumed = _fit_with_mid_epoch_validation(tmp_path / "b", ckpt_path=mid)
     for key, value in straight.state_dict().items():
         assert torch.equal(resumed.state_dict()[key], value), key
+    for name in ("train_loss_mean", "val_loss"):
+        assert torch.equal(
+            resumed_trainer.callback_metrics[name], trainer.callback_metrics[name]
+        ), name
