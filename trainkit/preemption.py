@@ -72,7 +72,7 @@ class Preemption:
     """Watches for stop signals during fit and decides, identically on every rank, when to stop.
 
     Distributed runs agree through a small all-reduce (MAX of the local flags) on a dedicated gloo
-    group, started after each batch and read after the next one, so it never blocks a step.
+    group, started after one batch and read a few batches later, so it never blocks a step.
     """
 
     def __init__(self, trainer: Trainer) -> None:

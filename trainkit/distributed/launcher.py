@@ -10,6 +10,7 @@ import contextlib
 import ctypes
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainkit.distributed.rank_board import BOARD_ENV, create_board, late_ranks, read_board
+from trainkit.distributed.rank_board import BOARD_ENV, create_board, explain, read_board
 
 ERROR_FILE_ENV = "TRAINKIT_ERROR_FILE"
 ABORT_FILE_ENV = "TRAINKIT_ABORT_FILE"  # exists once the launcher tears a failed job down
@@ -208,6 +209,12 @@ class RankGroup:
 
     def run(self) -> tuple[int, bool]:
         """Start, watch, tear down; returns (exit code, whether the failure was a port clash)."""
+        try:
+            return self._run()
+        finally:
+            shutil.rmtree(self.error_dir, ignore_errors=True)
+
+    def _run(self) -> tuple[int, bool]:
         previous = {sig: signal.signal(sig, self._on_signal) for sig in STOP_SIGNALS}
         try:
             for local_rank in range(self.world.local_world_size):
@@ -340,31 +347,13 @@ class RankGroup:
         else:
             what = f"failed with exit code {code}"
         print(f"trainkit: rank {rank} {what}; stopped the other ranks", file=sys.stderr, flush=True)
-        if error and _is_collective_timeout(error["traceback"]):
-            self._explain_timeout()
-        elif self.procs[local_rank].returncode == -signal.SIGABRT:  # e.g. a collective mismatch
-            where = "; ".join(f"rank {p.rank} in {p.describe()}" for p in self._positions())
-            print(f"trainkit: where each rank was: {where}", file=sys.stderr, flush=True)
-        return code, port_clash
-
-    def _positions(self) -> list[Any]:
-        return read_board(self.board, self.world.node_rank * self.world.local_world_size)
-
-    def _explain_timeout(self) -> None:
-        """Name the ranks the others waited for, from where each rank last marked itself."""
-        positions = self._positions()
-        late, waiting = late_ranks(positions)
-        if late:
-            names = "; ".join(f"rank {p.rank} in {p.describe()}" for p in late)
-            waited = "; ".join(f"rank {p.rank} in {p.describe()}" for p in waiting) or "none"
-            line = f"a collective timed out: late: {names}; waiting: {waited}"
-        else:
-            where = "; ".join(f"rank {p.rank} in {p.describe()}" for p in positions)
-            line = (
-                f"a collective timed out with every rank waiting ({where}): some rank called a "
-                "collective the others never call"
+        if (error and _is_collective_timeout(error["traceback"])) or code == 128 + signal.SIGABRT:
+            first = self.world.node_rank * self.world.local_world_size
+            explanation = explain(
+                read_board(self.board, first), timed_out=code != 128 + signal.SIGABRT
             )
-        print(f"trainkit: {line}", file=sys.stderr, flush=True)
+            print(f"trainkit: {explanation}", file=sys.stderr, flush=True)
+        return code, port_clash
 
 
 def _is_collective_timeout(traceback_text: str) -> bool:

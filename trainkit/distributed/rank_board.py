@@ -110,3 +110,21 @@ def late_ranks(positions: list[RankPosition]) -> tuple[list[RankPosition], list[
     if len(late) == len(positions):  # nobody waited at the front: only the idle ones are late
         late = [p for p in positions if not p.waits_on_peers]
     return late, [p for p in positions if p not in late]
+
+
+def explain(positions: list[RankPosition], timed_out: bool) -> str:
+    """One line for the launcher: who was late and where the others waited (after a timeout),
+    or where each rank was (after an abort such as a collective mismatch)."""
+
+    def listed(items: list[RankPosition]) -> str:
+        return "; ".join(f"rank {p.rank} in {p.describe()}" for p in items)
+
+    if not timed_out:
+        return f"where each rank was: {listed(positions)}"
+    late, waiting = late_ranks(positions)
+    if not late:
+        return (
+            f"a collective timed out with every rank waiting ({listed(positions)}): some rank "
+            "called a collective the others never call"
+        )
+    return f"a collective timed out: late: {listed(late)}; waiting: {listed(waiting) or 'none'}"

@@ -1,0 +1,59 @@
+"""The rank board: ranks mark phases, the launcher reads them and names who was late."""
+
+from __future__ import annotations
+
+from trainkit.distributed import rank_board
+from trainkit.distributed.rank_board import (
+    RankBoard,
+    RankPosition,
+    create_board,
+    explain,
+    late_ranks,
+    read_board,
+)
+
+
+def test_each_rank_writes_its_own_slot_and_the_launcher_reads_all(tmp_path, monkeypatch):
+    path = create_board(str(tmp_path), 2)
+    monkeypatch.setenv(rank_board.BOARD_ENV, path)
+    for local_rank, phase in ((0, rank_board.BACKWARD), (1, rank_board.TRAINING_STEP)):
+        monkeypatch.setenv("LOCAL_RANK", str(local_rank))
+        board = RankBoard()
+        board.mark(phase, epoch=3, batch=7)
+        board.mark(phase)  # keeps epoch and batch
+    positions = read_board(path, first_rank=4)
+    assert [(p.rank, p.doing, p.epoch, p.batch) for p in positions] == [
+        (4, "backward (gradient all-reduce)", 3, 7),
+        (5, "training_step", 3, 7),
+    ]
+    assert all(0 <= p.seconds < 5 for p in positions)
+
+
+def test_without_a_launcher_marking_does_nothing(monkeypatch):
+    monkeypatch.delenv(rank_board.BOARD_ENV, raising=False)
+    RankBoard().mark(rank_board.BACKWARD, 0, 0)  # no board: no error, no file
+
+
+def at(rank, phase, epoch=0, batch=2):
+    return RankPosition(rank, phase, epoch, batch, seconds=4.0)
+
+
+def test_a_rank_not_waiting_on_its_peers_is_late():
+    late, waiting = late_ranks([at(0, rank_board.BACKWARD), at(1, rank_board.TRAINING_STEP)])
+    assert [p.rank for p in late] == [1] and [p.rank for p in waiting] == [0]
+
+
+def test_a_rank_behind_the_others_is_late_even_inside_a_collective():
+    late, _ = late_ranks([at(0, rank_board.BACKWARD, batch=5), at(1, rank_board.BACKWARD, batch=4)])
+    assert [p.rank for p in late] == [1]
+
+
+def test_explanations_name_late_and_waiting_ranks_or_every_rank():
+    hung = [at(0, rank_board.BACKWARD), at(1, rank_board.DATA)]
+    assert explain(hung, timed_out=True) == (
+        "a collective timed out: late: rank 1 in loading the next batch (epoch 0, batch 2, for "
+        "4.0 s); waiting: rank 0 in backward (gradient all-reduce) (epoch 0, batch 2, for 4.0 s)"
+    )
+    everyone = [at(0, rank_board.BACKWARD), at(1, rank_board.CHECKPOINT)]
+    assert "every rank waiting" in explain(everyone, timed_out=True)
+    assert explain(everyone, timed_out=False).startswith("where each rank was: rank 0 in backward")
