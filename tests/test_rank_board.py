@@ -43,6 +43,11 @@ def test_a_rank_not_waiting_on_its_peers_is_late():
     assert [p.rank for p in late] == [1] and [p.rank for p in waiting] == [0]
 
 
+def test_a_rank_still_loading_its_batch_is_late_for_one_already_stepping():
+    late, _ = late_ranks([at(0, rank_board.TRAINING_STEP), at(1, rank_board.DATA)])
+    assert [p.rank for p in late] == [1]
+
+
 def test_a_rank_behind_the_others_is_late_even_inside_a_collective():
     late, _ = late_ranks([at(0, rank_board.BACKWARD, batch=5), at(1, rank_board.BACKWARD, batch=4)])
     assert [p.rank for p in late] == [1]
@@ -54,6 +59,6 @@ def test_explanations_name_late_and_waiting_ranks_or_every_rank():
         "a collective timed out: late: rank 1 in loading the next batch (epoch 0, batch 2, for "
         "4.0 s); waiting: rank 0 in backward (gradient all-reduce) (epoch 0, batch 2, for 4.0 s)"
     )
-    everyone = [at(0, rank_board.BACKWARD), at(1, rank_board.CHECKPOINT)]
+    everyone = [at(0, rank_board.BACKWARD), at(1, rank_board.BACKWARD)]
     assert "every rank waiting" in explain(everyone, timed_out=True)
     assert explain(everyone, timed_out=False).startswith("where each rank was: rank 0 in backward")

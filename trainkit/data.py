@@ -53,9 +53,28 @@ def prepare_loader(
     )
     if sampler is not None or new_batch is not None:
         loader = _rebuild(loader, sampler, new_batch)
-    if workers_seeding_enabled() and loader.num_workers > 0 and loader.worker_init_fn is None:
-        loader.worker_init_fn = worker_init_fn
+    if loader.num_workers > 0 and not isinstance(loader.worker_init_fn, WorkerInit):
+        user_init = loader.worker_init_fn
+        loader.worker_init_fn = WorkerInit(user_init, workers_seeding_enabled() and not user_init)
     return loader
+
+
+class WorkerInit:
+    """A DataLoader worker's start: die with its rank (a stuck worker must not outlive it), seed
+    it when seeding workers, then the user's own ``worker_init_fn``."""
+
+    def __init__(self, user_init: Any, seed: bool) -> None:
+        self.user_init = user_init
+        self.seed = seed
+
+    def __call__(self, worker_id: int) -> None:
+        from trainkit.distributed.launcher import die_with_parent
+
+        die_with_parent()
+        if self.seed:
+            worker_init_fn(worker_id)
+        if self.user_init is not None:
+            self.user_init(worker_id)
 
 
 def _needs_sampler(loader: DataLoader) -> bool:

@@ -20,15 +20,21 @@ from trainkit import DataModule, TrainModule
 class NoisyPoints(Dataset):
     """Fixed points with fresh random noise added on every read (so worker RNG matters)."""
 
-    def __init__(self, count: int, features: int = 8, seed: int = 0) -> None:
+    def __init__(
+        self, count: int, features: int = 8, seed: int = 0, stall_rank: int = -1, stall_after=0
+    ) -> None:
         generator = torch.Generator().manual_seed(seed)
         self.x = torch.randn(count, features, generator=generator)
         self.y = self.x.sum(dim=1, keepdim=True)
+        self.stall_rank, self.stall_after, self.reads = stall_rank, stall_after, 0
 
     def __len__(self) -> int:
         return len(self.x)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        self.reads += 1
+        if self.reads > self.stall_after and int(os.environ.get("RANK", 0)) == self.stall_rank:
+            time.sleep(3600)  # a data loader that never delivers
         return self.x[index] + 0.1 * torch.randn_like(self.x[index]), self.y[index]
 
 
@@ -36,15 +42,22 @@ class NoisyData(DataModule):
     """Shuffled, augmented training points; plain validation points."""
 
     def __init__(
-        self, train_size: int = 48, batch_size: int = 4, num_workers: int = 0, val_size: int = 8
+        self,
+        train_size: int = 48,
+        batch_size: int = 4,
+        num_workers: int = 0,
+        val_size: int = 8,
+        stall_rank: int = -1,
+        stall_after: int = 0,
     ) -> None:
+        """``stall_rank`` hangs forever reading its ``stall_after``-th training point."""
         super().__init__()
         self.save_hyperparameters()
 
     def train_dataloader(self) -> DataLoader:
         h = self.hparams
         return DataLoader(
-            NoisyPoints(h.train_size),
+            NoisyPoints(h.train_size, stall_rank=h.stall_rank, stall_after=h.stall_after),
             batch_size=h.batch_size,
             shuffle=True,
             num_workers=h.num_workers,

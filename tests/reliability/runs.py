@@ -10,7 +10,12 @@ import yaml
 
 
 def write_config(
-    folder: Path, devices: int = 1, workers: int = 0, train_size: int = 48, **model: Any
+    folder: Path,
+    devices: int = 1,
+    workers: int = 0,
+    train_size: int = 48,
+    data: dict[str, Any] | None = None,
+    **model: Any,
 ) -> Path:
     """A fit config for tests.helpers.resumable, saving every 5 steps (all kept)."""
     config = {
@@ -18,7 +23,7 @@ def write_config(
         "model": {"class_path": "tests.helpers.resumable.NoisyRegressor", "init_args": model},
         "data": {
             "class_path": "tests.helpers.resumable.NoisyData",
-            "init_args": {"num_workers": workers, "train_size": train_size},
+            "init_args": {"num_workers": workers, "train_size": train_size, **(data or {})},
         },
         "trainer": {
             "accelerator": "cpu",

@@ -71,3 +71,14 @@ def test_a_collective_only_one_rank_calls_ends_the_job(tmp_path, start_cli):
     assert seconds < 4.0 + 5.0, stderr
     assert "trainkit: rank " in stderr
     assert "rank 1 in training_step (epoch 0, batch 2" in stderr  # where it called it
+
+
+def test_a_rank_stuck_in_its_data_loader_is_named(tmp_path, start_cli):
+    config = write_config(tmp_path, devices=2, workers=1, data={"stall_rank": 1, "stall_after": 12})
+    started = time.monotonic()
+    proc = start_cli("fit", "-c", str(config), env=cli_env(TRAINKIT_COLLECTIVE_TIMEOUT="4"))
+    code = proc.wait(timeout=90)
+    stderr = proc.stderr.read()
+    assert code != 0
+    assert time.monotonic() - started < 4.0 + 5.0 + 15.0, stderr  # start-up, timeout, teardown
+    assert "late: rank 1 in loading the next batch (epoch 0, batch " in stderr

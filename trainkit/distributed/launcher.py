@@ -160,8 +160,9 @@ def stop_grace() -> float:
     return grace
 
 
-def _die_with_parent() -> None:
-    """Linux: SIGKILL this child when the launcher dies, so no rank is ever orphaned."""
+def die_with_parent() -> None:
+    """Linux: SIGKILL this process when its parent dies (a rank when the launcher does, a data
+    loader worker when its rank does), so nothing is ever orphaned."""
     with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
@@ -221,7 +222,7 @@ class RankGroup:
                 argv, env = build_rank_command(
                     local_rank, self.world, self.argv, dict(os.environ), self.error_dir
                 )
-                self.procs.append(subprocess.Popen(argv, env=env, preexec_fn=_die_with_parent))
+                self.procs.append(subprocess.Popen(argv, env=env, preexec_fn=die_with_parent))
             failed = self._watch()
         finally:
             self._stop_all()

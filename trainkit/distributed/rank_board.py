@@ -98,17 +98,24 @@ def read_board(path: str, first_rank: int = 0) -> list[RankPosition]:
     return positions
 
 
-def late_ranks(positions: list[RankPosition]) -> tuple[list[RankPosition], list[RankPosition]]:
-    """(late, waiting): the ranks behind the furthest one, or at its step but not waiting on
-    peers; the rest waited for them."""
+# within one batch: loading it, its step, backward, optimizer step, then what may follow it
+_ORDER_IN_BATCH = {DATA: 0, TRAINING_STEP: 1, BACKWARD: 2, OPTIMIZER_STEP: 3, VALIDATION: 4}
+_ORDER_IN_BATCH.update({CHECKPOINT: 5, EPOCH_END: 6, FINISHING: 7})
 
-    def progress(p: RankPosition) -> tuple[int, int]:
-        return (p.epoch, p.batch)
+
+def late_ranks(positions: list[RankPosition]) -> tuple[list[RankPosition], list[RankPosition]]:
+    """(late, waiting): the ranks behind the furthest one (the furthest cannot go on without
+    them); if all are at the same point, the ones not inside a collective."""
+
+    def progress(p: RankPosition) -> tuple[int, int, int]:
+        return (p.epoch, p.batch, _ORDER_IN_BATCH.get(p.phase, -1))
 
     furthest = max(progress(p) for p in positions)
-    late = [p for p in positions if progress(p) < furthest or not p.waits_on_peers]
-    if len(late) == len(positions):  # nobody waited at the front: only the idle ones are late
+    late = [p for p in positions if progress(p) < furthest]
+    if not late:
         late = [p for p in positions if not p.waits_on_peers]
+        if len(late) == len(positions):
+            late = []
     return late, [p for p in positions if p not in late]
 
 
