@@ -73,6 +73,13 @@ def top_help(prog: str) -> str:
     return "\n".join(lines)
 
 
+def _launched_rank() -> bool:
+    """A rank started by trainkit's launcher, whose parent already checked the input."""
+    from trainkit.distributed.launcher import ERROR_FILE_ENV
+
+    return bool(os.environ.get(ERROR_FILE_ENV))
+
+
 def _config_error_inside(error: BaseException) -> BaseException | None:
     """The ConfigError a model or data __init__ raised, from the errors wrapped around it."""
     from trainkit.errors import ConfigError
@@ -186,7 +193,7 @@ class TrainkitCLI:
         ckpt_path = self.config.get("ckpt_path")
         try:
             check_ckpt_path(ckpt_path, self.trainer.default_root_dir)
-            if ckpt_path is not None and self.trainer.is_global_zero:
+            if ckpt_path is not None and self.trainer.is_global_zero and not _launched_rank():
                 from trainkit.checkpoint_state import resolve_path, verify
 
                 verify(

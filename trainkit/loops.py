@@ -16,6 +16,7 @@ from trainkit.distributed import rank_board
 from trainkit.distributed.rank_board import DATA, TRAINING_STEP
 from trainkit.metrics import MetricStore, to_float
 from trainkit.module import HooksMixin, TrainModule
+from trainkit.seed import collect_rng_states
 
 if TYPE_CHECKING:
     from trainkit.trainer import Trainer
@@ -62,7 +63,7 @@ class FitLoop:
             EvalLoop(trainer, "validation").run(trainer.val_loaders, 1.0 if steps == -1 else steps)
             trainer._call("on_sanity_check_end")
             trainer.sanity_checking = False
-        trainer._restore_resume_rng()
+        checkpoint_state.restore_rng(trainer)
         trainer._call("on_train_start")
         while not trainer.fit_done:
             self.run_epoch()
@@ -78,11 +79,11 @@ class FitLoop:
         trainer.num_training_batches = limited_batches(
             loader, trainer.limit_train_batches, "limit_train_batches"
         )
-        trainer._epoch_start_rng = trainer._collect_rng()
+        trainer._epoch_start_rng = collect_rng_states()
         store = trainer._new_train_store()
         module.train()
         trainer._call("on_train_epoch_start")
-        skip = trainer._resume_batches_to_skip()
+        skip = checkpoint_state.batches_to_skip(trainer)
         if skip:
             checkpoint_state.restore_epoch_metrics(trainer, store)
         trainer._epoch_phase = "batches"
@@ -128,7 +129,7 @@ class FitLoop:
             next(iterator)
         trainer._batches_done = skip
         if skip:
-            trainer._restore_resume_rng(after_skip=True)
+            checkpoint_state.restore_rng(trainer, after_skip=True)
             if val_every and skip % val_every == 0:  # it ran after the checkpoint was taken
                 trainer._run_validation()
         batch_idx = skip - 1

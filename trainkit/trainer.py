@@ -564,17 +564,6 @@ class Trainer(TrainerMetrics):
         self.strategy.save_checkpoint_file(checkpoint_state.dump(self), path)
         self.strategy.barrier()
 
-    def _collect_rng(self) -> Any:
-        from trainkit.seed import collect_rng_states
-
-        return collect_rng_states()
-
-    def _restore_resume_rng(self, after_skip: bool = False) -> None:
-        checkpoint_state.restore_rng(self, after_skip)
-
-    def _resume_batches_to_skip(self) -> int:
-        return checkpoint_state.batches_to_skip(self)
-
 
 def defines_optimizers(module: TrainModule) -> bool:
     """Whether the module (its class, or the CLI's optimizer section) provides configure_optimizers."""
