@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -13,6 +13,7 @@ from trainkit import checkpoint_state
 from trainkit.callbacks.base import Callback, overrides
 from trainkit.data import limited_batches, set_sampler_epoch
 from trainkit.distributed import rank_board
+from trainkit.distributed.fork_safety import forks_workers, let_collective_threads_leave_python
 from trainkit.distributed.rank_board import DATA, TRAINING_STEP
 from trainkit.metrics import MetricStore, to_float
 from trainkit.module import HooksMixin, TrainModule
@@ -45,6 +46,15 @@ def extract_loss(output: Any) -> torch.Tensor | None:
         f"training_step returned {type(output).__name__}; expected a loss tensor, a dict with "
         "'loss', or None to skip the batch"
     )
+
+
+def start_iterating(trainer: Trainer, loader: Any) -> Iterator[Any]:
+    """``iter(loader)``; when that forks workers, the collectives in flight settle first."""
+    if forks_workers(loader):
+        if trainer._preemption is not None:
+            trainer._preemption.settle()
+        let_collective_threads_leave_python()
+    return iter(loader)
 
 
 class FitLoop:
@@ -124,7 +134,7 @@ class FitLoop:
         mark = trainer._board.mark
         epoch = trainer.current_epoch
 
-        iterator = iter(loader)
+        iterator = start_iterating(trainer, loader)
         for _ in range(skip):
             next(iterator)
         trainer._batches_done = skip
@@ -264,7 +274,7 @@ class EvalLoop:
                     )
                     trainer.num_eval_batches = total if total != math.inf else 0
                     extra = (loader_idx,) if len(loaders) > 1 else ()
-                    for batch_idx, batch in enumerate(loader):
+                    for batch_idx, batch in enumerate(start_iterating(trainer, loader)):
                         if batch_idx >= total:
                             break
                         store.new_batch(batch)
@@ -319,7 +329,7 @@ class PredictLoop:
                 total = limited_batches(loader, limit, "limit_predict_batches")
                 extra = (loader_idx,) if len(loaders) > 1 else ()
                 collected = []
-                for batch_idx, batch in enumerate(loader):
+                for batch_idx, batch in enumerate(start_iterating(trainer, loader)):
                     if batch_idx >= total:
                         break
                     if to_device is not None:

@@ -82,6 +82,8 @@ class Preemption:
         self._pending = False
         self._work: Any = None
         self._round: Any = None
+        self._retired: tuple[Any, Any] | None = None
+        self._gap = 1
         self._group: Any = None
         self._batches = self._round_batch = self._next_round = 0
         self._round_started = time.perf_counter()
@@ -110,12 +112,7 @@ class Preemption:
         import torch
         import torch.distributed as dist
 
-        gap = 1
-        if self._work is not None:
-            self._work.wait()
-            flag, negative_gap = self._round.tolist()
-            self._pending = self._pending or flag > 0
-            gap = -negative_gap
+        self.settle()
         now = time.perf_counter()
         seconds_per_batch = (now - self._round_started) / max(1, self._batches - self._round_batch)
         proposal = max(1, min(MAX_GAP, int(AGREE_EVERY_SECONDS / max(seconds_per_batch, 1e-6))))
@@ -126,7 +123,21 @@ class Preemption:
         self._work = dist.all_reduce(
             self._round, op=dist.ReduceOp.MAX, group=self._group, async_op=True
         )
-        self._next_round = self._batches + gap
+        self._next_round = self._batches + self._gap
+
+    def settle(self) -> None:
+        """Wait for the round in flight and take its result; every rank calls this at the same
+        batch (in every round, and before the loops fork DataLoader workers)."""
+        if self._work is None:
+            return
+        self._work.wait()
+        flag, negative_gap = self._round.tolist()
+        self._pending = self._pending or flag > 0
+        self._gap = -negative_gap
+        # Held until the next round is read: the gloo thread that ran this one may still hold it
+        # for a moment, and must not be the one that frees its tensor (see fork_safety).
+        self._retired = (self._work, self._round)
+        self._work = self._round = None
 
     def save_and_stop(self) -> None:
         """Write the resumable checkpoint (every rank calls; rank 0 writes) and end the fit."""
@@ -152,9 +163,9 @@ class Preemption:
         rank started one), which a failed fit skips since its peers may be gone."""
         if self.installed:
             self.signals.uninstall()
-        work, self._work = self._work, None
-        if work is not None and settle:
-            work.wait()
+        if settle:
+            self.settle()
+        self._work = self._round = None
 
 
 def preemption_checkpoint_path(trainer: Trainer) -> str:

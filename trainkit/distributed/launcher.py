@@ -139,7 +139,10 @@ def install_error_file_hook() -> None:
 
     def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
         text = "".join(traceback.format_exception(kind, value, tb))
-        Path(path).write_text(json.dumps({"rank": rank, "time": time.time(), "traceback": text}))
+        record = json.dumps({"rank": rank, "time": time.time(), "traceback": text})
+        partial = f"{path}.partial"
+        Path(partial).write_text(record)
+        os.replace(partial, path)  # the launcher never reads half a record
 
     sys.excepthook = hook
 
@@ -282,7 +285,12 @@ class RankGroup:
             ]
             if failed and not self._forced:
                 time.sleep(POLL_SECONDS)  # let near-simultaneous failures land to find the first
-                return self._first_failure(failed)
+                first = self._first_failure(failed)
+                with contextlib.suppress(
+                    subprocess.TimeoutExpired
+                ):  # still exiting after its error
+                    self.procs[first].wait(timeout=GRACE_SECONDS)
+                return first
             if all(code is not None for code in codes):
                 return None
             if (
@@ -294,20 +302,19 @@ class RankGroup:
             time.sleep(POLL_SECONDS)
 
     def _first_failure(self, failed: list[int]) -> int:
-        """The root cause: a rank killed from outside (no error file; a signal other than the
-        SIGABRT of a crashing interpreter) comes first, since its peers' errors follow from it;
-        else the earliest recorded exception."""
+        """The root cause: a rank that ended without an exception (killed, or ``os._exit``; not
+        the SIGABRT of an interpreter torn down under a failed collective) comes first, since its
+        peers' errors follow from it; else the earliest recorded exception, also of a rank still
+        exiting (its peers may abort before it is gone)."""
         errors = {rank: self._error(rank) for rank in range(len(self.procs))}
-        killed = [
+        silent = [
             rank
             for rank in failed
-            if errors[rank] is None
-            and self.procs[rank].returncode < 0
-            and self.procs[rank].returncode != -signal.SIGABRT
+            if errors[rank] is None and self.procs[rank].returncode != -signal.SIGABRT
         ]
-        if killed:
-            return killed[0]
-        with_errors = [rank for rank, error in errors.items() if error and self.procs[rank].poll()]
+        if silent:
+            return silent[0]
+        with_errors = [rank for rank, error in errors.items() if error]
         if with_errors:
             return min(with_errors, key=lambda rank: errors[rank]["time"])
         return failed[0]
@@ -342,6 +349,8 @@ class RankGroup:
             text = error["traceback"].rstrip()
             port_clash = "EADDRINUSE" in text or "address already in use" in text.lower()
             print("\n".join(f"[rank {rank}] {line}" for line in text.splitlines()), file=sys.stderr)
+        if error and code <= 0:  # it raised, then was stopped or aborted on its way out
+            code = 1
         if code < 0:
             what = f"was killed by {signal.Signals(-code).name}"
             code = 128 - code

@@ -1,0 +1,82 @@
+"""Which rank the launcher blames when several fail: the cause, never a consequence."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trainkit.distributed.launcher import RankGroup, World
+
+
+def _group(*scripts: str) -> RankGroup:
+    group = RankGroup(World(local_world_size=len(scripts)), argv=[])
+    group.procs = [subprocess.Popen([sys.executable, "-c", script]) for script in scripts]
+    return group
+
+
+def _record_error(group: RankGroup, rank: int, at: float, text: str = "ValueError: boom") -> None:
+    record = {"rank": rank, "time": at, "traceback": text}
+    Path(group.error_dir, f"rank{rank}.json").write_text(json.dumps(record))
+
+
+def _wait_for_exits(group: RankGroup, *ranks: int) -> None:
+    for rank in ranks:
+        group.procs[rank].wait(timeout=10)
+
+
+@pytest.fixture
+def cleanup():
+    groups: list[RankGroup] = []
+    yield groups.append
+    for group in groups:
+        for proc in group.procs:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(group.error_dir, ignore_errors=True)
+
+
+ABORT = "import os, signal; os.kill(os.getpid(), signal.SIGABRT)"
+STILL_EXITING = "import time; time.sleep(30)"
+
+
+def test_a_rank_that_raised_is_blamed_even_while_a_peer_that_aborted_is_already_gone(cleanup):
+    group = _group(ABORT, STILL_EXITING)
+    cleanup(group)
+    _record_error(group, 1, time.time())
+    _wait_for_exits(group, 0)
+    assert group._first_failure([0]) == 1
+
+
+def test_a_rank_that_ended_without_an_exception_comes_before_the_errors_of_its_peers(cleanup):
+    group = _group("import os; os._exit(3)", "raise SystemExit(1)")
+    cleanup(group)
+    _wait_for_exits(group, 0, 1)
+    _record_error(group, 1, time.time(), "RuntimeError: Connection reset by peer")
+    assert group._first_failure([0, 1]) == 0
+
+
+def test_the_earliest_exception_wins_among_ranks_that_raised(cleanup):
+    group = _group("raise SystemExit(1)", "raise SystemExit(1)")
+    cleanup(group)
+    _wait_for_exits(group, 0, 1)
+    _record_error(group, 0, time.time())
+    _record_error(group, 1, time.time() - 1.0)
+    assert group._first_failure([0, 1]) == 1
+
+
+def test_a_rank_that_raised_then_aborted_on_its_way_out_reports_exit_code_1(cleanup, capsys):
+    group = _group(ABORT)
+    cleanup(group)
+    _wait_for_exits(group, 0)
+    assert group.procs[0].returncode == -signal.SIGABRT
+    _record_error(group, 0, time.time())
+    code, _ = group._report(0)
+    assert code == 1
+    assert "rank 0 failed with exit code 1" in capsys.readouterr().err
