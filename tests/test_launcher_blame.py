@@ -62,6 +62,23 @@ def test_a_rank_that_ended_without_an_exception_comes_before_the_errors_of_its_p
     assert group._first_failure([0, 1]) == 0
 
 
+def test_an_interpreter_the_backend_aborted_comes_before_its_peers_connection_errors(cleanup):
+    group = _group(STILL_EXITING, ABORT)  # rank 1 called a collective rank 0 never did
+    cleanup(group)
+    _wait_for_exits(group, 1)
+    _record_error(group, 0, time.time(), "RuntimeError: [gloo/transport/tcp/pair.cc] Read error")
+    assert group._first_failure([1]) == 1
+
+
+def test_a_programs_own_exception_comes_before_an_earlier_connection_error(cleanup):
+    group = _group("raise SystemExit(1)", "raise SystemExit(1)")
+    cleanup(group)
+    _wait_for_exits(group, 0, 1)
+    _record_error(group, 0, time.time() - 1.0, "torch.distributed.DistBackendError: timed out")
+    _record_error(group, 1, time.time(), "ValueError: boom")
+    assert group._first_failure([0, 1]) == 1
+
+
 def test_the_earliest_exception_wins_among_ranks_that_raised(cleanup):
     group = _group("raise SystemExit(1)", "raise SystemExit(1)")
     cleanup(group)

@@ -302,22 +302,26 @@ class RankGroup:
             time.sleep(POLL_SECONDS)
 
     def _first_failure(self, failed: list[int]) -> int:
-        """The root cause: a rank that ended without an exception (killed, or ``os._exit``; not
-        the SIGABRT of an interpreter torn down under a failed collective) comes first, since its
-        peers' errors follow from it; else the earliest recorded exception, also of a rank still
-        exiting (its peers may abort before it is gone)."""
+        """The root cause, in this order: a rank that ended without an exception (killed,
+        ``os._exit``); the earliest exception of the program itself; an interpreter aborted by the
+        backend (SIGABRT: gloo found a mismatched collective); the earliest communication error
+        (a peer's connection reset, a timeout), which follows from any of those. A rank that
+        raised counts while it is still exiting: a peer may abort before it is gone."""
         errors = {rank: self._error(rank) for rank in range(len(self.procs))}
-        silent = [
+        aborted = [
             rank
             for rank in failed
-            if errors[rank] is None and self.procs[rank].returncode != -signal.SIGABRT
+            if errors[rank] is None and self.procs[rank].returncode == -signal.SIGABRT
         ]
-        if silent:
-            return silent[0]
-        with_errors = [rank for rank, error in errors.items() if error]
-        if with_errors:
-            return min(with_errors, key=lambda rank: errors[rank]["time"])
-        return failed[0]
+        silent = [rank for rank in failed if errors[rank] is None and rank not in aborted]
+        raised = sorted(
+            (rank for rank, error in errors.items() if error), key=lambda r: errors[r]["time"]
+        )
+        own = [rank for rank in raised if not _is_communication_error(errors[rank]["traceback"])]
+        for candidates in (silent, own, aborted, raised, failed):
+            if candidates:
+                return candidates[0]
+        raise AssertionError("no failed rank")  # _watch passes at least one
 
     def _error(self, local_rank: int) -> dict[str, Any] | None:
         path = Path(self.error_dir) / f"rank{local_rank}.json"
@@ -364,6 +368,13 @@ class RankGroup:
             )
             print(f"trainkit: {explanation}", file=sys.stderr, flush=True)
         return code, port_clash
+
+
+def _is_communication_error(traceback_text: str) -> bool:
+    """Whether an exception came from the link between ranks rather than the program."""
+    last = traceback_text.strip().splitlines()[-1].lower() if traceback_text.strip() else ""
+    markers = ("gloo", "nccl", "connection", "broken pipe", "socket", "distbackenderror")
+    return any(marker in last for marker in markers) or _is_collective_timeout(last)
 
 
 def _is_collective_timeout(traceback_text: str) -> bool:
