@@ -33,6 +33,7 @@ STOP_GRACE_ENV = "TRAINKIT_STOP_GRACE"  # seconds ranks get to save and exit aft
 DEFAULT_STOP_GRACE = 120.0
 GRACE_SECONDS = 3.0
 POLL_SECONDS = 0.05
+EXITING_SECONDS = 1.0  # how long a rank that raised gets to exit by itself once blamed
 PORT_RETRIES = 3
 
 
@@ -286,10 +287,9 @@ class RankGroup:
             if failed and not self._forced:
                 time.sleep(POLL_SECONDS)  # let near-simultaneous failures land to find the first
                 first = self._first_failure(failed)
-                with contextlib.suppress(
-                    subprocess.TimeoutExpired
-                ):  # still exiting after its error
-                    self.procs[first].wait(timeout=GRACE_SECONDS)
+                # a rank that raised may still be exiting; its own exit code is the one to report
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.procs[first].wait(timeout=EXITING_SECONDS)
                 return first
             if all(code is not None for code in codes):
                 return None
