@@ -373,7 +373,7 @@ class RankGroup:
 def _is_communication_error(traceback_text: str) -> bool:
     """Whether an exception came from the link between ranks rather than the program."""
     last = traceback_text.strip().splitlines()[-1].lower() if traceback_text.strip() else ""
-    markers = ("gloo", "nccl", "connection", "broken pipe", "socket", "distbackenderror")
+    markers = ("gloo", "nccl", "connection", "broken pipe", "socket")
     return any(marker in last for marker in markers) or _is_collective_timeout(last)
 
 
