@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from trainkit.distributed.launcher import find_free_port  # noqa: E402
+from trainkit.distributed.ports import find_free_port  # noqa: E402
 
 RAW_SCRIPT = textwrap.dedent("""
     import os, sys

@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers.models import Regression, regression_loader
 from trainkit import Callback, Trainer
-from trainkit.loops import bound_hooks
+from trainkit.loops.fit import bound_hooks
 
 
 class CountsBatches(Callback):

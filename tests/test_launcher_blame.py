@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from trainkit.distributed.launcher import RankGroup, World
+from trainkit.distributed.launchers.reexec import RankGroup, World
 
 
 def _group(*scripts: str) -> RankGroup:

@@ -22,12 +22,12 @@ _LAZY = {
     "ProgressBar": "trainkit.callbacks.progress",
     "TensorBoardLogger": "trainkit.loggers.tensorboard",
     "CSVLogger": "trainkit.loggers.csv",
-    "TrainkitCLI": "trainkit.cli",
+    "TrainkitCLI": "trainkit.cli.command",
     "rank_zero_only": "trainkit.distributed.comm",
     "rank_zero_info": "trainkit.distributed.comm",
     "barrier": "trainkit.distributed.comm",
     "parse_devices": "trainkit.devices",
-    "PREEMPTED_EXIT_CODE": "trainkit.preemption",
+    "PREEMPTED_EXIT_CODE": "trainkit.distributed.signals",
 }
 
 __all__ = [*_LAZY, "__version__"]

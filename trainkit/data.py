@@ -68,7 +68,7 @@ class WorkerInit:
         self.seed = seed
 
     def __call__(self, worker_id: int) -> None:
-        from trainkit.distributed.launcher import die_with_parent
+        from trainkit.distributed.signals import die_with_parent
 
         die_with_parent()
         if self.seed:

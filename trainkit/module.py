@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from trainkit.hparams import AttributeDict, collect_init_args, select_hparams
 
 if TYPE_CHECKING:
-    from trainkit.trainer import Trainer
+    from trainkit.trainer.trainer import Trainer
 
 
 class HooksMixin:
@@ -182,7 +182,7 @@ class TrainModule(HooksMixin, nn.Module):
     @classmethod
     def load_from_checkpoint(cls, path: str, map_location: Any = "cpu", **overrides: Any):
         """Build the module from a checkpoint's hyperparameters and load its weights."""
-        from trainkit.checkpoint_io import check_fits, load_checkpoint, require_state_dict
+        from trainkit.checkpoint.io import check_fits, load_checkpoint, require_state_dict
 
         checkpoint = load_checkpoint(path, map_location=map_location)
         require_state_dict(checkpoint, path)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tests.conftest import REPO, cli_env
-from trainkit.distributed.launcher import find_free_port
+from trainkit.distributed.ports import find_free_port
 
 ARGS = [
     "-c",

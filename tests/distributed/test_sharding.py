@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tests.conftest import REPO
-from trainkit.checkpoint_io import find_checkpoint, load_checkpoint
+from trainkit.checkpoint.io import find_checkpoint, load_checkpoint
 
 CONFIG = str(REPO / "configs" / "autoencoder.yaml")
 STRATEGIES = {

@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-BOARD_ENV = "TRAINKIT_RANK_BOARD"
+from trainkit.distributed.signals import BOARD_ENV
+
 _SLOT = struct.Struct("<dqqq")  # time entered (monotonic), phase, epoch, batch
 
 # phase id -> (what the rank was doing, whether it waits on its peers there)

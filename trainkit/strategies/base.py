@@ -173,7 +173,7 @@ class Strategy:
     def save_checkpoint_file(self, checkpoint: dict[str, Any], path: str) -> None:
         """Write the checkpoint (called on every rank): one file, from global rank 0."""
         if self.is_global_zero:
-            from trainkit.checkpoint_io import save_checkpoint
+            from trainkit.checkpoint.io import save_checkpoint
 
             save_checkpoint(checkpoint, path)
 

@@ -15,7 +15,7 @@ class DDPSpawnStrategy(DDPStrategy):
 
     def connect(self, selection, num_nodes, cluster) -> None:  # type: ignore[no-untyped-def]
         super().connect(selection, num_nodes, cluster)
-        from trainkit.distributed.launcher import can_reexecute
+        from trainkit.distributed.launchers.reexec import can_reexecute
 
         if not can_reexecute():
             self.start_method = "fork"  # classes defined in __main__ exist only in this process

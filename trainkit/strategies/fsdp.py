@@ -148,7 +148,7 @@ class FSDPStrategy(DDPStrategy):
         if self.state_dict_type != "sharded" or not self._sharded:
             super().save_checkpoint_file(checkpoint, path)
             return
-        from trainkit.checkpoint_io import save_sharded_checkpoint
+        from trainkit.checkpoint.io import save_sharded_checkpoint
 
         save_sharded_checkpoint(checkpoint, path, self.is_global_zero, self.barrier)
 

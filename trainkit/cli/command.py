@@ -11,17 +11,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-SUBCOMMANDS = {
-    "fit": "Train a model; --ckpt_path last resumes the latest run.",
-    "validate": "Run the validation set once (--ckpt_path last|best|PATH).",
-    "test": "Run the test set once (--ckpt_path last|best|PATH).",
-    "predict": "Run predict_step over the predict set and save predictions.pt.",
-}
+from trainkit.cli.subcommands import SUBCOMMANDS
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point; exits 75 (EX_TEMPFAIL) when a stop signal preempted fit."""
-    from trainkit.distributed.launcher import PREEMPTED_EXIT_CODE
+    from trainkit.distributed.signals import PREEMPTED_EXIT_CODE
 
     cli = TrainkitCLI(args=argv)
     code = PREEMPTED_EXIT_CODE if getattr(cli.trainer, "preempted", None) else 0
@@ -75,7 +70,7 @@ def top_help(prog: str) -> str:
 
 def _launched_rank() -> bool:
     """A rank started by trainkit's launcher, whose parent already checked the input."""
-    from trainkit.distributed.launcher import ERROR_FILE_ENV
+    from trainkit.distributed.signals import ERROR_FILE_ENV
 
     return bool(os.environ.get(ERROR_FILE_ENV))
 
@@ -129,7 +124,7 @@ class TrainkitCLI:
         from jsonargparse import ArgumentError
         from omegaconf.errors import OmegaConfBaseException
 
-        from trainkit.cli_parser import build_parser, instantiate
+        from trainkit.cli.parser import build_parser, instantiate
         from trainkit.errors import ConfigError
 
         hint = f"see {self.prog} {self.subcommand} --help"
@@ -140,7 +135,7 @@ class TrainkitCLI:
             self.config = self.parser.parse_args(argv[1:])
             self.model, self.datamodule, self.trainer = instantiate(self.parser, self.config)
         except ArgumentError as err:
-            from trainkit.cli_errors import summarize
+            from trainkit.cli.errors import summarize
 
             fail(summarize(str(err), hint), self.prog)
         except ConfigError as err:
@@ -186,15 +181,15 @@ class TrainkitCLI:
 
     def run(self) -> Any:
         """Call the Trainer method named by the subcommand."""
-        from trainkit.checkpoint_io import CheckpointError
-        from trainkit.cli_parser import check_ckpt_path
+        from trainkit.checkpoint.io import CheckpointError
+        from trainkit.cli.parser import check_ckpt_path
         from trainkit.errors import ConfigError
 
         ckpt_path = self.config.get("ckpt_path")
         try:
             check_ckpt_path(ckpt_path, self.trainer.default_root_dir)
             if ckpt_path is not None and self.trainer.is_global_zero and not _launched_rank():
-                from trainkit.checkpoint_state import resolve_path, verify
+                from trainkit.checkpoint.state import resolve_path, verify
 
                 verify(
                     resolve_path(self.trainer, ckpt_path),

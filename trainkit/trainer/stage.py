@@ -9,12 +9,12 @@ from trainkit.loggers.base import next_version
 
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
-    from trainkit.trainer import Trainer
+    from trainkit.trainer.trainer import Trainer
 
 
 def setup_run(trainer: Trainer, stage: str, model: TrainModule, datamodule: Any) -> None:
     """Join the process group, agree on the log folder, then run prepare_data/setup hooks."""
-    from trainkit.trainer_setup import sort_callbacks
+    from trainkit.trainer.arguments import sort_callbacks
 
     strategy = trainer.strategy
     strategy.setup_environment()
@@ -82,7 +82,7 @@ def log_hyperparams(trainer: Trainer) -> None:
         return
     import yaml
 
-    from trainkit.checkpoint_io import plain_hparams
+    from trainkit.checkpoint.io import plain_hparams
 
     params = dict(trainer.lightning_module.hparams)
     if trainer.datamodule is not None:

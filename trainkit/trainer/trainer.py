@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from trainkit import checkpoint_state
 from trainkit.callbacks.base import Callback
+from trainkit.checkpoint import state as checkpoint_state
 from trainkit.data import as_loader_list, prepare_loader
 from trainkit.devices import resolve_devices
 from trainkit.distributed import rank_board
@@ -17,23 +17,23 @@ from trainkit.distributed.env import detect_environment
 from trainkit.distributed.rank_board import RankBoard
 from trainkit.errors import ConfigError, MisconfigurationError
 from trainkit.loggers.base import Logger
-from trainkit.loops import EvalLoop, FitLoop, PredictLoop, bound_hooks
+from trainkit.loops.fit import EvalLoop, FitLoop, PredictLoop, bound_hooks
+from trainkit.loops.metric_hub import TrainerMetrics
+from trainkit.loops.optimizer_step import OptimizerStep
 from trainkit.metrics import MetricStore, to_float
 from trainkit.module import TrainModule
 from trainkit.optim import SchedulerConfig, parse_optimizers
-from trainkit.optimizer_step import OptimizerStep
-from trainkit.precision import Precision, normalize_precision
 from trainkit.profiler import build_profiler
-from trainkit.run_summary import print_summary, summarize_run
 from trainkit.scaling import RunSummary, effective_batch_size, lr_factor, per_device_batch
 from trainkit.strategies import Strategy, select_strategy
-from trainkit.trainer_metrics import TrainerMetrics
-from trainkit.trainer_setup import (
+from trainkit.strategies.precision import Precision, normalize_precision
+from trainkit.trainer.arguments import (
     build_callbacks,
     build_loggers,
     check_loop_settings,
     check_writable_dir,
 )
+from trainkit.trainer.summary import print_summary, summarize_run
 
 STAGES = ("fit", "validate", "test", "predict")
 
@@ -115,7 +115,7 @@ class Trainer(TrainerMetrics):
             reference_batch_size: The (effective) batch size the configured LR was tuned at.
             batch_size_mode: 'per_device' (loader batch per rank) or 'effective' (divided by world size).
         """
-        from trainkit.distributed.launcher import install_error_file_hook
+        from trainkit.distributed.error_file import install_error_file_hook
 
         install_error_file_hook()
         self.precision = normalize_precision(precision)
@@ -372,13 +372,13 @@ class Trainer(TrainerMetrics):
             raise MisconfigurationError(
                 f"{type(model).__name__} defines no training_step; fit needs one"
             )
-        from trainkit.distributed import launcher
+        from trainkit.distributed.launchers import reexec as launcher
 
         self.strategy.check_module(model)
         if launcher.needs_launch(self.strategy):
             if launcher.can_reexecute():
                 raise SystemExit(launcher.launch_ranks(self.strategy))
-            from trainkit.distributed.spawn import use_forked_ranks
+            from trainkit.distributed.launchers.spawn import use_forked_ranks
 
             use_forked_ranks(self)
         if (
@@ -386,7 +386,7 @@ class Trainer(TrainerMetrics):
             and not self.cluster.external
             and self.strategy.world_size > 1
         ):
-            from trainkit.distributed.spawn import spawn_stage
+            from trainkit.distributed.launchers.spawn import spawn_stage
 
             return spawn_stage(self, stage, model, datamodule, ckpt_path, loaders)
         return self._run_stage(stage, model, datamodule, ckpt_path, loaders)
@@ -394,7 +394,7 @@ class Trainer(TrainerMetrics):
     def _run_stage(
         self, stage: str, model: TrainModule, datamodule: Any, ckpt_path: str | None, loaders: tuple
     ) -> Any:
-        from trainkit.run_setup import setup_run, teardown_run
+        from trainkit.trainer.stage import setup_run, teardown_run
 
         self.state = stage
         self._board.mark(rank_board.SETUP)
@@ -445,7 +445,7 @@ class Trainer(TrainerMetrics):
         self._log_hyperparams()
         if self.is_global_zero and self._show_summary:
             print_summary(self.run_summary)
-        from trainkit.preemption import Preemption
+        from trainkit.loops.preemption import Preemption
 
         self.preempted = None
         preemption = self._preemption = Preemption(self)
@@ -476,7 +476,7 @@ class Trainer(TrainerMetrics):
         results = EvalLoop(self, loop_stage).run(loaders, limit)
         as_floats = [{k: to_float(v) for k, v in r.items()} for r in results]
         if verbose and self.is_global_zero:
-            from trainkit.report import print_metrics
+            from trainkit.trainer.report import print_metrics
 
             print_metrics(stage, as_floats)
         return as_floats
@@ -553,7 +553,7 @@ class Trainer(TrainerMetrics):
         self._metric_store = self._train_store
 
     def _log_hyperparams(self) -> None:
-        from trainkit.run_setup import log_hyperparams
+        from trainkit.trainer.stage import log_hyperparams
 
         log_hyperparams(self)
 

@@ -3,69 +3,20 @@ resumable checkpoint once, and exit with PREEMPTED_EXIT_CODE; a later second sig
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainkit.distributed.launcher import (
-    ABORT_FILE_ENV,
-    PREEMPTED_EXIT_CODE,  # sysexits.h EX_TEMPFAIL: a temporary failure; run again to resume
-    SAME_NOTICE_SECONDS,  # the copy a launcher forwards, or a scheduler's signal to every process
-    STOP_SIGNALS,
-)
+from trainkit.distributed.signals import StopSignals
 
 if TYPE_CHECKING:
-    from trainkit.trainer import Trainer
+    from trainkit.trainer.trainer import Trainer
 
-__all__ = ["PREEMPTED_EXIT_CODE", "Preemption", "StopSignals"]
 
 AGREE_EVERY_SECONDS = 0.05  # how often ranks compare stop flags, at most
 MAX_GAP = 1000  # batches between two rounds, at most
-
-
-class StopSignals:
-    """Signal handlers: the first stop signal is recorded; one arriving a second or more later
-    ends the process at once; any, once the launcher is tearing a failed job down, ends it too."""
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self._received_at = 0.0
-        self._previous: dict[int, Any] = {}
-
-    def install(self) -> bool:
-        """Catch the stop signals (only possible in the main thread); returns whether it did."""
-        if threading.current_thread() is not threading.main_thread():
-            return False
-        for signum in STOP_SIGNALS:
-            self._previous[signum] = signal.signal(signum, self._handle)
-        return True
-
-    def uninstall(self) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-        self._previous.clear()
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        abort_file = os.environ.get(ABORT_FILE_ENV)
-        if abort_file and os.path.exists(abort_file):
-            _exit_now(signum, "the launcher is stopping the job after a failure")
-        now = time.monotonic()
-        if self.received is None:
-            self.received, self._received_at = signum, now
-            return
-        if now - self._received_at >= SAME_NOTICE_SECONDS:
-            _exit_now(signum, "second stop signal")
-
-
-def _exit_now(signum: int, why: str) -> None:
-    name = signal.Signals(signum).name
-    sys.stderr.write(f"trainkit: {name} ({why}): exiting without a checkpoint\n")
-    sys.stderr.flush()
-    os._exit(128 + signum)
 
 
 class Preemption:

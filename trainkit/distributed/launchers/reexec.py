@@ -7,30 +7,32 @@ and reported like any other rank.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainkit.distributed.rank_board import BOARD_ENV, create_board, explain, read_board
+from trainkit.distributed.ports import check_port_free, find_free_port
+from trainkit.distributed.rank_board import create_board, explain, read_board
+from trainkit.distributed.signals import (
+    ABORT_FILE_ENV,
+    BOARD_ENV,
+    DEFAULT_STOP_GRACE,
+    ERROR_FILE_ENV,
+    PREEMPTED_EXIT_CODE,
+    SAME_NOTICE_SECONDS,
+    STOP_GRACE_ENV,
+    STOP_SIGNALS,
+    die_with_parent,
+)
 
-ERROR_FILE_ENV = "TRAINKIT_ERROR_FILE"
-ABORT_FILE_ENV = "TRAINKIT_ABORT_FILE"  # exists once the launcher tears a failed job down
-PREEMPTED_EXIT_CODE = 75  # as trainkit.preemption: the rank saved its state after a stop signal
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
-SAME_NOTICE_SECONDS = 1.0
-STOP_GRACE_ENV = "TRAINKIT_STOP_GRACE"  # seconds ranks get to save and exit after a stop signal
-DEFAULT_STOP_GRACE = 120.0
 GRACE_SECONDS = 3.0
 POLL_SECONDS = 0.05
 EXITING_SECONDS = 1.0  # how long a rank that raised gets to exit by itself once blamed
@@ -55,30 +57,6 @@ class World:
 def needs_launch(strategy: Any) -> bool:
     """Whether this process must start the ranks (not already a rank, several wanted)."""
     return strategy.launches_processes and not strategy.cluster.external and strategy.world_size > 1
-
-
-def check_port_free(host: str, port: int) -> None:
-    """The rendezvous port (MASTER_PORT) must be free on the main node, or fail in one line."""
-    from trainkit.errors import ConfigError
-
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is no clash
-            sock.bind(("" if host in ("localhost", "127.0.0.1") else host, port))
-    except OSError as err:
-        raise ConfigError(
-            "MASTER_PORT",
-            port,
-            f"a free port on {host}",
-            f"{err.strerror}; unset MASTER_PORT to let trainkit pick one",
-        ) from None
-
-
-def find_free_port(host: str = "127.0.0.1") -> int:
-    """A port the OS says is free right now (bind to port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def current_command() -> list[str]:
@@ -131,23 +109,6 @@ def build_rank_command(
     return list(argv), rank_env
 
 
-def install_error_file_hook() -> None:
-    """In a launched rank: write an uncaught exception to the launcher's error file."""
-    path = os.environ.get(ERROR_FILE_ENV)
-    if not path:
-        return
-    rank = os.environ.get("RANK", "?")
-
-    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
-        text = "".join(traceback.format_exception(kind, value, tb))
-        record = json.dumps({"rank": rank, "time": time.time(), "traceback": text})
-        partial = f"{path}.partial"
-        Path(partial).write_text(record)
-        os.replace(partial, path)  # the launcher never reads half a record
-
-    sys.excepthook = hook
-
-
 def stop_grace() -> float:
     """Seconds ranks get, after a stop signal, to finish the step, save and exit."""
     value = os.environ.get(STOP_GRACE_ENV)
@@ -162,13 +123,6 @@ def stop_grace() -> float:
 
         raise ConfigError(STOP_GRACE_ENV, value, "seconds > 0", "unset it for 120")
     return grace
-
-
-def die_with_parent() -> None:
-    """Linux: SIGKILL this process when its parent dies (a rank when the launcher does, a data
-    loader worker when its rank does), so nothing is ever orphaned."""
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def launch_ranks(strategy: Any) -> int:

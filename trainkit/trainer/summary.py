@@ -11,7 +11,7 @@ from trainkit.data import limited_batches
 from trainkit.scaling import RunSummary, lr_factor, scale_learning_rates
 
 if TYPE_CHECKING:
-    from trainkit.trainer import Trainer
+    from trainkit.trainer.trainer import Trainer
 
 
 def summarize_run(trainer: Trainer) -> RunSummary:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainkit import checkpoint_state
 from trainkit.callbacks.base import Callback, overrides
+from trainkit.checkpoint import state as checkpoint_state
 from trainkit.data import limited_batches, set_sampler_epoch
 from trainkit.distributed import rank_board
 from trainkit.distributed.fork_safety import forks_workers, let_collective_threads_leave_python
@@ -20,7 +20,7 @@ from trainkit.module import HooksMixin, TrainModule
 from trainkit.seed import collect_rng_states
 
 if TYPE_CHECKING:
-    from trainkit.trainer import Trainer
+    from trainkit.trainer.trainer import Trainer
 
 
 def bound_hooks(trainer: Trainer, name: str) -> list[Callable[..., Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainkit.checkpoint_io import (
+from trainkit.checkpoint.io import (
     CHECKPOINT_FORMAT,
     CheckpointError,
     check_fits,
@@ -18,7 +18,7 @@ from trainkit.module import TrainModule
 from trainkit.seed import collect_rng_states, restore_rng_states
 
 if TYPE_CHECKING:
-    from trainkit.trainer import Trainer
+    from trainkit.trainer.trainer import Trainer
 
 
 def dump(trainer: Trainer) -> dict[str, Any]:

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainkit.distributed.env import detect_environment
-from trainkit.distributed.launcher import find_free_port
+from trainkit.distributed.ports import find_free_port
 from trainkit.errors import MisconfigurationError
 
 if TYPE_CHECKING:
-    from trainkit.trainer import Trainer
+    from trainkit.trainer.trainer import Trainer
 
 
 def unpicklable_path(

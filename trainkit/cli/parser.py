@@ -14,10 +14,10 @@ def build_parser(
     import torch
     from jsonargparse import ActionConfigFile, ArgumentParser
 
-    from trainkit.cli import SUBCOMMANDS
+    from trainkit.cli.subcommands import SUBCOMMANDS
     from trainkit.datamodule import DataModule
     from trainkit.module import TrainModule
-    from trainkit.trainer import Trainer
+    from trainkit.trainer.trainer import Trainer
 
     parser = ArgumentParser(
         prog=prog,
@@ -130,7 +130,7 @@ class ConfiguredOptimizers:
 
 def check_ckpt_path(ckpt_path: str | None, root: str) -> None:
     """Fail early (exit 2) when a requested checkpoint cannot exist."""
-    from trainkit.checkpoint_io import find_checkpoint
+    from trainkit.checkpoint.io import find_checkpoint
 
     if ckpt_path is None:
         return

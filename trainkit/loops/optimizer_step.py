@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from trainkit.distributed import rank_board
-from trainkit.loops import bound_hooks
+from trainkit.loops.fit import bound_hooks
 
 if TYPE_CHECKING:
-    from trainkit.trainer import Trainer
+    from trainkit.trainer.trainer import Trainer
 
 
 class OptimizerStep:

@@ -1,0 +1,1 @@
+"""Checkpoints: atomic files and safe loading (io), what a checkpoint holds (state)."""

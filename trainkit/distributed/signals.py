@@ -1,0 +1,72 @@
+"""The launcher <-> rank contract: exit codes, stop signals, env-var names, and the ranks' stop
+signal handlers. A leaf: it imports nothing of trainkit."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+PREEMPTED_EXIT_CODE = 75  # sysexits.h EX_TEMPFAIL: the ranks saved their state; run again to resume
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
+SAME_NOTICE_SECONDS = 1.0  # the copy a launcher forwards, or a scheduler's signal to every process
+
+ERROR_FILE_ENV = "TRAINKIT_ERROR_FILE"  # where a launched rank writes its uncaught exception
+ABORT_FILE_ENV = "TRAINKIT_ABORT_FILE"  # exists once the launcher tears a failed job down
+BOARD_ENV = "TRAINKIT_RANK_BOARD"  # the shared-memory file each rank marks its phase in
+STOP_GRACE_ENV = "TRAINKIT_STOP_GRACE"  # seconds ranks get to save and exit after a stop signal
+DEFAULT_STOP_GRACE = 120.0
+
+
+class StopSignals:
+    """Signal handlers: the first stop signal is recorded; one arriving a second or more later
+    ends the process at once; any, once the launcher is tearing a failed job down, ends it too."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._received_at = 0.0
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> bool:
+        """Catch the stop signals (only possible in the main thread); returns whether it did."""
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        for signum in STOP_SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return True
+
+    def uninstall(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        abort_file = os.environ.get(ABORT_FILE_ENV)
+        if abort_file and os.path.exists(abort_file):
+            exit_now(signum, "the launcher is stopping the job after a failure")
+        now = time.monotonic()
+        if self.received is None:
+            self.received, self._received_at = signum, now
+            return
+        if now - self._received_at >= SAME_NOTICE_SECONDS:
+            exit_now(signum, "second stop signal")
+
+
+def exit_now(signum: int, why: str) -> None:
+    """Leave at once with 128 + signum, saying why and that no checkpoint was written."""
+    name = signal.Signals(signum).name
+    sys.stderr.write(f"trainkit: {name} ({why}): exiting without a checkpoint\n")
+    sys.stderr.flush()
+    os._exit(128 + signum)
+
+
+def die_with_parent() -> None:
+    """Linux: SIGKILL this process when its parent dies (a rank when the launcher does, a data
+    loader worker when its rank does), so nothing is ever orphaned."""
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG

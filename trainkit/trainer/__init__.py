@@ -1,0 +1,5 @@
+"""The Trainer and what it builds around a stage: argument checks, setup, the startup summary."""
+
+from trainkit.trainer.trainer import Trainer
+
+__all__ = ["Trainer"]
