@@ -32,12 +32,21 @@ def test_gpu_spec_table(spec, accelerator, ids):
     assert (selection.accelerator, selection.ids) == (accelerator, ids)
 
 
-@pytest.mark.parametrize(
-    ("spec", "count"), [(1, 1), (4, 4), ("auto", 1), ("0,1", 2), ([0, 1, 2], 3), ("0-2", 3)]
-)
+@pytest.mark.parametrize(("spec", "count"), [(1, 1), (4, 4), ("auto", 1), (0, 1), (None, 1)])
 def test_on_cpu_devices_count_processes(spec, count):
     selection = resolve_devices(spec, "cpu")
     assert selection.accelerator == "cpu" and selection.count == count
+
+
+def test_devices_0_and_gpus_0_both_mean_one_cpu_process():
+    assert resolve_devices(0, "auto", available_gpus=2) == resolve_devices(0, "cpu")
+    assert resolve_devices(None, "auto", gpus=0, available_gpus=2) == resolve_devices(0, "cpu")
+
+
+@pytest.mark.parametrize("spec", ["0", "1,3", "0-2", [0, 1], (0,), "2"])
+def test_on_cpu_device_ids_are_rejected_not_counted(spec):
+    with pytest.raises(ConfigError, match="name GPUs; on CPU write devices: N"):
+        resolve_devices(spec, "cpu")
 
 
 def test_auto_accelerator_uses_cpu_without_gpus():

@@ -10,7 +10,6 @@ import pytest
 
 from tests.helpers.models import Regression, regression_loader
 from trainkit import Callback, Trainer
-from trainkit.loops.fit import bound_hooks
 
 
 class CountsBatches(Callback):
@@ -31,7 +30,7 @@ def test_only_overridden_hooks_are_bound_and_called(make_trainer):
     trainer = make_trainer(max_epochs=2, callbacks=[counting, epoch_only])
     trainer.fit(Regression(), regression_loader())
     assert counting.ends == 16
-    hooks = bound_hooks(trainer, "on_train_batch_end")
+    hooks = trainer.run_state.hooks.bound("on_train_batch_end")
     assert [hook.func.__self__ for hook in hooks if hasattr(hook, "func")] == [counting]
 
 

@@ -98,18 +98,23 @@ def test_startup_table_lists_every_number(make_trainer, capsys):
 def test_batchnorm_under_ddp_warns_and_sync_batchnorm_converts():
     from trainkit.devices import DeviceSelection
     from trainkit.distributed.env import ClusterEnvironment
-    from trainkit.strategies import DDPStrategy
+    from trainkit.strategies import DDPStrategy, Placement
 
-    strategy = DDPStrategy()
-    strategy.connect(
-        DeviceSelection("cpu", (0, 1)), 1, ClusterEnvironment("trainkit", world_size=2)
-    )
+    def strategy_for(sync_batchnorm: bool) -> DDPStrategy:
+        strategy = DDPStrategy()
+        strategy.connect(
+            Placement(
+                DeviceSelection("cpu", (0, 1)),
+                1,
+                ClusterEnvironment("trainkit", world_size=2),
+                sync_batchnorm=sync_batchnorm,
+            )
+        )
+        strategy.configure_ddp = lambda forwarder: forwarder  # no process group needed
+        return strategy
+
     model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
-    strategy.configure_ddp = lambda forwarder: (
-        forwarder
-    )  # no process group needed to inspect the module
     with pytest.warns(UserWarning, match="sync_batchnorm"):
-        strategy.setup_module(model)
-    strategy.sync_batchnorm = True
-    converted = strategy.setup_module(model)
+        strategy_for(sync_batchnorm=False).setup_module(model)
+    converted = strategy_for(sync_batchnorm=True).setup_module(model)
     assert isinstance(converted.module[1], torch.nn.SyncBatchNorm)

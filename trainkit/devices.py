@@ -14,7 +14,9 @@ spec       on GPU              meaning
 ``auto``   every visible GPU   one CPU process when there is no GPU
 =========  ==================  ===========================================
 
-On CPU, ``devices: N`` means N processes (a list or id string means len(ids) processes).
+On CPU, ``devices`` counts processes: ``N`` runs N, ``0`` and ``auto`` one, ``-1`` one per core;
+device ids (lists, id strings) name GPUs and are rejected on CPU. ``gpus: 0`` and ``devices: 0``
+both mean no GPU: one CPU process.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def resolve_devices(
     """Resolve ``accelerator`` + ``devices`` (or the older ``gpus``) to an explicit selection."""
     accelerator = normalize_accelerator(accelerator)
     if gpus is not None:
-        if accelerator == "cpu":
+        if accelerator == "cpu" and gpus != 0:
             raise ConfigError(
                 "trainer.gpus", gpus, "no gpus with accelerator 'cpu'", "drop one of them"
             )
@@ -107,13 +109,21 @@ def resolve_devices(
 
 
 def _cpu_slots(devices: object, key: str) -> tuple[int, ...]:
-    if devices in ("auto", None):
+    """CPU process slots: ``devices`` counts processes on CPU (0 and 'auto' mean one, -1 one per
+    core); device ids name GPUs, so they are an error here rather than a silent count."""
+    if devices in ("auto", None, 0) and not isinstance(devices, bool):
         return (0,)
     if devices in (-1, "-1"):
         return tuple(range(os.cpu_count() or 1))
+    if isinstance(devices, bool) or not isinstance(devices, int):
+        raise ConfigError(
+            key,
+            devices,
+            "a process count on CPU (an int, -1 for one per core, or 'auto')",
+            "device ids like '1,3', [0, 1] or '0-3' name GPUs; on CPU write devices: N for N "
+            "processes, or use accelerator: gpu on a machine with GPUs",
+        )
     ids = parse_device_ids(devices, None, key)
-    if not ids:
-        raise ConfigError(key, devices, "at least one process on CPU", "use devices: 1 or more")
     if len(ids) > max_cpu_processes():
         raise ConfigError(
             key,

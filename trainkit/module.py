@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from trainkit.hparams import AttributeDict, collect_init_args, select_hparams
-
-if TYPE_CHECKING:
-    from trainkit.trainer.trainer import Trainer
 
 
 class HooksMixin:
@@ -68,7 +65,7 @@ class TrainModule(HooksMixin, nn.Module):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.automatic_optimization: bool = True
-        self._trainer: Trainer | None = None
+        self._trainer: Any = None
         self._hparams: AttributeDict = AttributeDict()
 
     # ---- steps the user defines -------------------------------------------------------------
@@ -98,13 +95,14 @@ class TrainModule(HooksMixin, nn.Module):
 
     # ---- state the Trainer provides ---------------------------------------------------------
     @property
-    def trainer(self) -> Trainer:
+    def trainer(self) -> Any:
+        """The Trainer running this module (attached at the start of each stage)."""
         if self._trainer is None:
             raise RuntimeError(f"{type(self).__name__} is not attached to a Trainer yet")
         return self._trainer
 
     @trainer.setter
-    def trainer(self, trainer: Trainer | None) -> None:
+    def trainer(self, trainer: Any) -> None:
         object.__setattr__(self, "_trainer", trainer)
 
     @property
@@ -156,9 +154,10 @@ class TrainModule(HooksMixin, nn.Module):
     ) -> None:
         """Record a scalar: per step and/or aggregated per epoch, shown in loggers and the bar."""
         trainer = self._trainer
-        if trainer is None or trainer._metric_store is None:
+        store = trainer.run_state.metrics.active if trainer is not None else None
+        if store is None:
             return
-        trainer._metric_store.log(
+        store.log(
             name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size
         )
 
@@ -208,8 +207,20 @@ class TrainModule(HooksMixin, nn.Module):
 
     def manual_backward(self, loss: Tensor) -> None:
         """``loss.backward()`` through the precision plugin and strategy (manual optimization)."""
-        self.trainer._backward(loss)
+        self.trainer.run_state.stepper.backward(loss)
 
     def all_gather(self, tensor: Tensor) -> Tensor:
         """Stack ``tensor`` from every rank along a new first dimension."""
         return self.trainer.strategy.all_gather(tensor)
+
+
+def defines_training_step(module: TrainModule) -> bool:
+    """Whether the module's class defines its own training_step."""
+    step = getattr(type(module), "training_step", None)
+    return callable(step) and step is not TrainModule.training_step
+
+
+def defines_optimizers(module: TrainModule) -> bool:
+    """Whether the module (its class, or the CLI's optimizer section) provides configure_optimizers."""
+    configure = module.configure_optimizers
+    return getattr(configure, "__func__", None) is not TrainModule.configure_optimizers

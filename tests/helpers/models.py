@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -110,13 +111,23 @@ class Failing(AutoEncoder):
     """The demo autoencoder that raises (or SIGKILLs itself) on one rank at one batch."""
 
     def __init__(
-        self, fail_rank: int = 1, fail_step: int = 3, how: str = "raise", **kwargs: Any
+        self,
+        fail_rank: int = 1,
+        fail_step: int = 3,
+        how: str = "raise",
+        marker: str | None = None,
+        **kwargs: Any,
     ) -> None:
+        """``marker``: a file created when the failing rank reaches its failure (a readiness
+        signal for tests that act on a job in that state)."""
         super().__init__(**kwargs)
         self.fail_rank, self.fail_step, self.how = fail_rank, fail_step, how
+        self.marker = marker
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         if self.global_rank == self.fail_rank and batch_idx == self.fail_step:
+            if self.marker:
+                Path(self.marker).touch()
             if self.how == "raise":
                 raise ValueError("boom on purpose")
             if self.how == "hang":

@@ -20,6 +20,7 @@ def save_checkpoint(checkpoint: dict[str, Any], path: str | os.PathLike) -> Path
         stale.unlink(missing_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # as open() would: teammates can read it
         with os.fdopen(fd, "wb") as handle:
             torch.save(checkpoint, handle)
             handle.flush()
@@ -34,6 +35,13 @@ def save_checkpoint(checkpoint: dict[str, Any], path: str | os.PathLike) -> Path
     finally:
         os.close(dir_fd)
     return path
+
+
+def current_umask() -> int:
+    """This process's umask (reading it means setting it; it is put straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 class CheckpointError(ValueError):

@@ -18,6 +18,8 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point; exits 75 (EX_TEMPFAIL) when a stop signal preempted fit."""
     from trainkit.distributed.signals import PREEMPTED_EXIT_CODE
 
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # the user's own package next to their config, as python -m
     cli = TrainkitCLI(args=argv)
     code = PREEMPTED_EXIT_CODE if getattr(cli.trainer, "preempted", None) else 0
     finish_rank(code)
@@ -88,6 +90,38 @@ def _config_error_inside(error: BaseException) -> BaseException | None:
     return None
 
 
+DEVICE_KEYS = ("trainer.devices", "trainer.gpus")
+
+
+def typed_device_options(args: list[str]) -> list[str]:
+    """``--trainer.devices V`` (and ``gpus``) read as YAML, like a config file: ``2`` is a
+    count, ``'"0"'`` or ``0,`` an id string, ``[0, 1]`` a list. The parser keeps a config file's
+    ``"0"`` a string, so a bare ``2`` here would stay the string ``"2"`` (GPU id 2); passing the
+    value as ``--trainer {devices: 2}`` keeps its YAML type and its place among the options."""
+    import json
+
+    import yaml
+
+    typed: list[str] = []
+    rest = iter(args)
+    for arg in rest:
+        flag, equals, inline = arg.partition("=")
+        key = flag.removeprefix("--")
+        raw = inline if equals else next(rest, None) if key in DEVICE_KEYS else None
+        if key not in DEVICE_KEYS or raw is None:
+            typed.append(arg)
+            continue
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        if not isinstance(value, int | str | list) or isinstance(value, bool):
+            value = raw  # let the parser reject it with its usual message
+        section, _, name = key.partition(".")
+        typed += [f"--{section}", json.dumps({name: value})]
+    return typed
+
+
 def _undecodable(argv: list[str]) -> str:
     """The first ``-c``/``--config`` file that is not UTF-8 (the decoder names no file)."""
     for flag, value in itertools.pairwise(argv):
@@ -132,12 +166,13 @@ class TrainkitCLI:
             self.parser = build_parser(
                 f"{self.prog} {self.subcommand}", model_class, datamodule_class, self.subcommand
             )
-            self.config = self.parser.parse_args(argv[1:])
+            self.config = self.parser.parse_args(typed_device_options(argv[1:]))
             self.model, self.datamodule, self.trainer = instantiate(self.parser, self.config)
         except ArgumentError as err:
-            from trainkit.cli.errors import summarize
+            from trainkit.cli.errors import summarize, unknown_options
 
-            fail(summarize(str(err), hint), self.prog)
+            unknown = unknown_options(str(err), self.parser.get_defaults(), hint)
+            fail(unknown or summarize(str(err), hint), self.prog)
         except ConfigError as err:
             fail(str(err), self.prog)
         except UnicodeDecodeError as err:
@@ -191,8 +226,14 @@ class TrainkitCLI:
             if ckpt_path is not None and self.trainer.is_global_zero and not _launched_rank():
                 from trainkit.checkpoint.state import resolve_path, verify
 
+                trainer = self.trainer
                 verify(
-                    resolve_path(self.trainer, ckpt_path),
+                    resolve_path(
+                        ckpt_path,
+                        trainer.checkpoint_callback,
+                        trainer.default_root_dir,
+                        trainer.checkpoint_weights_only,
+                    ),
                     self.model,
                     self.trainer.checkpoint_weights_only,
                     full=self.subcommand == "fit",

@@ -24,6 +24,7 @@ def build_parser(
         description=SUBCOMMANDS[subcommand],
         parser_mode="omegaconf",
         exit_on_error=False,
+        allow_abbrev=False,  # --trainer.max_epoch must not quietly mean max_epochs
     )
     parser.add_argument(
         "-c", "--config", action=ActionConfigFile, help="A YAML config; repeat to layer several."

@@ -1,5 +1,5 @@
-"""The Trainer's metric bookkeeping: stores for what ``self.log`` records, epoch aggregates,
-what callbacks and the progress bar read, and what goes to the loggers."""
+"""Metric bookkeeping for a run: the store ``self.log`` writes to, epoch aggregates, what
+callbacks and the progress bar read, and what goes to the loggers."""
 
 from __future__ import annotations
 
@@ -7,80 +7,92 @@ from typing import Any
 
 import torch
 
+from trainkit.loops.state import RunState
 from trainkit.metrics import MetricStore, to_float
 
 
-class TrainerMetrics:
-    """Mixed into Trainer; uses its strategy, loggers, state, epoch and step."""
+class MetricHub:
+    """Owns the metric stores of a run; the loops tell it when batches and epochs end."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+        self.active: MetricStore | None = None  # where ``self.log`` records right now
+        self.train_store: MetricStore | None = None  # the current training epoch's store
+        self.epoch_metrics: dict[str, torch.Tensor] = {}
+        self.prog_bar_epoch_keys: dict[str, None] = {}
 
     @property
     def callback_metrics(self) -> dict[str, torch.Tensor]:
         """Latest step values and epoch aggregates, by name; what monitors read."""
-        metrics = dict(self._epoch_metrics)
-        if self._train_store is not None:
-            for name, value in self._train_store.step_values.items():
-                metrics[self._train_store.meta[name].step_key(name)] = value
+        metrics = dict(self.epoch_metrics)
+        if self.train_store is not None:
+            for name, value in self.train_store.step_values.items():
+                metrics[self.train_store.meta[name].step_key(name)] = value
                 metrics.setdefault(name, value)
         return metrics
 
     @property
     def progress_bar_metrics(self) -> dict[str, Any]:
-        metrics = {key: self._epoch_metrics[key] for key in self._prog_bar_epoch_keys}
-        if self._train_store is not None:
-            metrics.update(self._train_store.step_metrics(for_prog_bar=True))
+        metrics = {key: self.epoch_metrics[key] for key in self.prog_bar_epoch_keys}
+        if self.train_store is not None:
+            metrics.update(self.train_store.step_metrics(for_prog_bar=True))
         return metrics
 
-    def _new_store(self, stage: str) -> MetricStore:
+    def new_store(self, stage: str) -> MetricStore:
+        """A fresh store for ``stage`` ('train', 'validation', 'test'), made the active one."""
         train = stage == "train"
         store = MetricStore(stage, default_on_step=train, default_on_epoch=not train)
-        if self.strategy.is_distributed:
-            store.reducer = self.strategy.reduce
-        self._metric_store = store
+        strategy = self.state.strategy
+        if strategy.is_distributed:
+            store.reducer = strategy.reduce
+        self.active = store
         return store
 
-    def _new_train_store(self) -> MetricStore:
-        self._train_store = self._new_store("train")
-        return self._train_store
+    def new_train_store(self) -> MetricStore:
+        self.train_store = self.new_store("train")
+        return self.train_store
 
-    def _record_eval_metrics(
-        self, store: MetricStore, results: list[dict[str, torch.Tensor]]
-    ) -> None:
+    def record_eval(self, store: MetricStore, results: list[dict[str, torch.Tensor]]) -> None:
+        """An evaluation pass's reduced results: into callback metrics and the loggers."""
         merged: dict[str, torch.Tensor] = {}
         for result in results:
             merged.update(result)
-        self._epoch_metrics.update(merged)
+        self.epoch_metrics.update(merged)
         self._note_prog_bar(store, merged)
         logged = {k: to_float(v) for k, v in merged.items() if store.meta[k].logger}
         if logged:
-            if self.state == "fit":
-                logged["epoch"] = self.current_epoch
-            self.log_to_loggers(logged, self.global_step)
+            if self.state.stage == "fit":
+                logged["epoch"] = self.state.position.epoch
+            self.log_to_loggers(logged)
 
     def _note_prog_bar(self, store: MetricStore, values: dict[str, Any]) -> None:
         for name in values:
             meta = store.meta[name]
             if meta.prog_bar:
-                self._prog_bar_epoch_keys[meta.epoch_key(name)] = None
+                self.prog_bar_epoch_keys[meta.epoch_key(name)] = None
 
-    def _log_step_metrics(self, store: MetricStore) -> None:
+    def log_step(self, store: MetricStore) -> None:
+        """The step values of ``store`` to the loggers (every log_every_n_steps)."""
         metrics = {k: to_float(v) for k, v in store.step_metrics(for_logger=True).items()}
         if metrics:
-            metrics["epoch"] = self.current_epoch
-            self.log_to_loggers(metrics, self.global_step)
+            metrics["epoch"] = self.state.position.epoch
+            self.log_to_loggers(metrics)
 
-    def _reduce_train_epoch(self, store: MetricStore) -> None:
+    def reduce_train_epoch(self, store: MetricStore) -> None:
         """Epoch aggregates of what training logged: into callback metrics and the loggers."""
         reduced = store.reduce_epoch()
-        self._epoch_metrics.update(reduced)
-        self._epoch_metrics.update(store.epoch_keys(reduced))
+        self.epoch_metrics.update(reduced)
+        self.epoch_metrics.update(store.epoch_keys(reduced))
         self._note_prog_bar(store, reduced)
         logged = {k: to_float(v) for k, v in store.epoch_keys(reduced, for_logger=True).items()}
         if logged:
-            logged["epoch"] = self.current_epoch
-            self.log_to_loggers(logged, self.global_step)
+            logged["epoch"] = self.state.position.epoch
+            self.log_to_loggers(logged)
 
-    def log_to_loggers(self, metrics: dict[str, float], step: int) -> None:
-        """Send floats to every logger (global rank 0 only)."""
-        if self.is_global_zero:
-            for logger in self.loggers:
+    def log_to_loggers(self, metrics: dict[str, float], step: int | None = None) -> None:
+        """Send floats to every logger (global rank 0 only), at ``step`` or the global step."""
+        state = self.state
+        if state.strategy.is_global_zero:
+            step = state.position.global_step if step is None else step
+            for logger in state.loggers:
                 logger.log_metrics(metrics, step)

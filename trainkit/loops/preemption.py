@@ -6,14 +6,11 @@ from __future__ import annotations
 import signal
 import sys
 import time
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from trainkit.distributed.signals import StopSignals
-
-if TYPE_CHECKING:
-    from trainkit.trainer.trainer import Trainer
-
+from trainkit.loops.state import RunState
 
 AGREE_EVERY_SECONDS = 0.05  # how often ranks compare stop flags, at most
 MAX_GAP = 1000  # batches between two rounds, at most
@@ -26,8 +23,12 @@ class Preemption:
     group, started after one batch and read a few batches later, so it never blocks a step.
     """
 
-    def __init__(self, trainer: Trainer) -> None:
-        self.trainer = trainer
+    def __init__(
+        self, state: RunState, save_checkpoint: Callable[[str], None], checkpoint_path: str
+    ) -> None:
+        self.state = state
+        self.save_checkpoint = save_checkpoint  # called on every rank; rank 0 writes
+        self.checkpoint_path = checkpoint_path
         self.signals = StopSignals()
         self.installed = self.signals.install()
         self._pending = False
@@ -92,19 +93,17 @@ class Preemption:
 
     def save_and_stop(self) -> None:
         """Write the resumable checkpoint (every rank calls; rank 0 writes) and end the fit."""
-        trainer = self.trainer
+        state = self.state
         signum = self.signals.received
         name = signal.Signals(signum).name if signum is not None else "a peer's stop signal"
-        path = preemption_checkpoint_path(trainer)
-        trainer.save_checkpoint(path)
-        callback = trainer.checkpoint_callback
-        if callback is not None:
-            callback.last_model_path = path
-        trainer.preempted = name
-        if trainer.is_global_zero:
+        path = self.checkpoint_path
+        self.save_checkpoint(path)
+        state.stop.preempted = name
+        if state.strategy.is_global_zero:
+            position = state.position
             print(
-                f"trainkit: preempted ({name}) at epoch {trainer.current_epoch}, step "
-                f"{trainer.global_step}; saved {path}; resume with --ckpt_path last",
+                f"trainkit: preempted ({name}) at epoch {position.epoch}, step "
+                f"{position.global_step}; saved {path}; resume with --ckpt_path last",
                 file=sys.stderr,
                 flush=True,
             )
@@ -119,8 +118,21 @@ class Preemption:
         self._work = self._round = None
 
 
-def preemption_checkpoint_path(trainer: Trainer) -> str:
-    """``last.ckpt`` where ModelCheckpoint keeps it (or the run's checkpoints folder)."""
-    callback = trainer.checkpoint_callback
-    folder = getattr(callback, "dirpath", None) or Path(trainer.log_dir) / "checkpoints"
-    return str(Path(folder) / "last.ckpt")
+def run_watching_stop_signals(
+    state: RunState,
+    run: Callable[[], None],
+    save_checkpoint: Callable[[str], None],
+    checkpoint_path: str,
+) -> None:
+    """``run()`` (the fit loop) with a Preemption in ``state.preemption``; it is closed after,
+    without waiting for peers when ``run`` failed (they may be gone)."""
+    state.stop.preempted = None
+    preemption = state.preemption = Preemption(state, save_checkpoint, checkpoint_path)
+    try:
+        run()
+    except BaseException:
+        preemption.close(settle=False)
+        raise
+    finally:
+        state.preemption = None
+    preemption.close()

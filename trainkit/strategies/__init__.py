@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from trainkit.devices import DeviceSelection
-from trainkit.distributed.env import ClusterEnvironment
 from trainkit.errors import ConfigError
-from trainkit.strategies.base import Strategy
+from trainkit.strategies.base import Placement, Strategy
 from trainkit.strategies.ddp import DDPStrategy
 from trainkit.strategies.ddp2 import DDP2Strategy
 from trainkit.strategies.ddp_spawn import DDPSpawnStrategy
@@ -31,13 +29,10 @@ STRATEGIES: dict[str, type[Strategy]] = {
 }
 
 
-def select_strategy(
-    strategy: str | Strategy | None,
-    selection: DeviceSelection,
-    num_nodes: int,
-    cluster: ClusterEnvironment,
-) -> Strategy:
-    """Build the named strategy; ``auto`` is ddp for several devices/nodes, else single."""
+def select_strategy(strategy: str | Strategy | None, placement: Placement) -> Strategy:
+    """Build the named strategy for ``placement``; ``auto`` is ddp for several devices/nodes,
+    else single. A Strategy instance is connected to the placement as it is."""
+    selection, num_nodes, cluster = placement.selection, placement.num_nodes, placement.cluster
     if isinstance(strategy, Strategy):
         chosen = strategy
     elif strategy in (None, "auto"):
@@ -54,7 +49,7 @@ def select_strategy(
             f"'auto' or one of {', '.join(STRATEGIES)}",
             "see docs/strategies.md",
         )
-    chosen.connect(selection, num_nodes, cluster)
+    chosen.connect(placement)
     return chosen
 
 
@@ -62,6 +57,7 @@ __all__ = [
     "STRATEGIES",
     "DDPSpawnStrategy",
     "DDPStrategy",
+    "Placement",
     "SingleDeviceStrategy",
     "Strategy",
     "select_strategy",

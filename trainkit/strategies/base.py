@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -26,30 +28,70 @@ def move_to_device(batch: Any, device: torch.device) -> Any:
     return batch
 
 
+ONE_CPU = DeviceSelection("cpu", (0,))
+NO_CLUSTER = ClusterEnvironment("none")
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """What the Trainer resolved and a strategy is built with: devices, nodes, the launching
+    environment, numeric precision and whether BatchNorm is synchronised."""
+
+    selection: DeviceSelection = ONE_CPU
+    num_nodes: int = 1
+    cluster: ClusterEnvironment = NO_CLUSTER
+    precision: str = "32"
+    sync_batchnorm: bool = False
+
+
 class Strategy:
-    """One process, one device. Subclasses add process groups and model wrappers."""
+    """One process, one device. Subclasses add process groups and model wrappers.
+
+    A strategy's own settings come from its constructor; ``connect`` hands it the Trainer's
+    resolved ``Placement`` once, when the Trainer selects it (or, in a spawned rank, a copy).
+    """
 
     name = "single"
     launches_processes = False  # trainkit re-executes the command once per local rank
     spawns_processes = False  # trainkit spawns ranks from this Python process
     is_distributed = False
-    sync_batchnorm = False
     supports_accumulation = True
     zero_grad_set_to_none = True  # fairscale's ShardedDataParallel needs zeroed, not freed, grads
-    precision = "32"  # set by the Trainer; strategies with their own mixed precision read it
 
     def __init__(self) -> None:
-        self.selection = DeviceSelection("cpu", (0,))
-        self.num_nodes = 1
-        self.cluster = ClusterEnvironment("none")
+        self.placement = Placement()
 
-    def connect(
-        self, selection: DeviceSelection, num_nodes: int, cluster: ClusterEnvironment
-    ) -> None:
-        """Receive what the Trainer resolved: devices, node count, cluster environment."""
-        self.selection = selection
-        self.num_nodes = num_nodes
-        self.cluster = cluster
+    def connect(self, placement: Placement) -> None:
+        """Receive what the Trainer resolved (devices, nodes, environment, precision) and check
+        that this strategy can run it; called once, before any rank starts."""
+        self.placement = placement
+
+    def in_rank(self, cluster: ClusterEnvironment) -> Strategy:
+        """A copy of this strategy for a rank this process started (``cluster`` names it)."""
+        clone = copy.copy(self)
+        clone.connect(dataclasses.replace(self.placement, cluster=cluster))
+        return clone
+
+    @property
+    def selection(self) -> DeviceSelection:
+        return self.placement.selection
+
+    @property
+    def num_nodes(self) -> int:
+        return self.placement.num_nodes
+
+    @property
+    def cluster(self) -> ClusterEnvironment:
+        return self.placement.cluster
+
+    @property
+    def precision(self) -> str:
+        """The run's precision; strategies with their own mixed precision (FSDP, DeepSpeed) read it."""
+        return self.placement.precision
+
+    @property
+    def sync_batchnorm(self) -> bool:
+        return self.placement.sync_batchnorm
 
     # ---- ranks ----------------------------------------------------------------------------------
     @property

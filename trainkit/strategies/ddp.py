@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import os
 import warnings
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from torch import nn
 
 from trainkit.distributed.comm import all_reduce
 from trainkit.errors import ConfigError
-from trainkit.strategies.base import Strategy
+from trainkit.strategies.base import Placement, Strategy
 
 BACKEND_ENV = "TRAINKIT_DISTRIBUTED_BACKEND"
 BACKENDS = ("gloo", "nccl", "mpi", "ucc")
@@ -57,12 +58,15 @@ def collective_timeout(timeout: float | None) -> float | None:
     return seconds
 
 
+BATCHNORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
+
+
 def _destroy_process_group() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()
 
 
-class _StepForwarder(nn.Module):
+class StepForwarder(nn.Module):
     """Routes DDP's forward to ``training_step`` so DDP sees the step and syncs gradients."""
 
     def __init__(self, module: nn.Module) -> None:
@@ -71,6 +75,17 @@ class _StepForwarder(nn.Module):
 
     def forward(self, *args: Any, step: str = "training_step") -> Any:
         return getattr(self.module, step)(*args)
+
+
+@dataclasses.dataclass(frozen=True)
+class DDPOptions:
+    """DDPStrategy's own settings, as given to its constructor."""
+
+    find_unused_parameters: bool = False
+    static_graph: bool = False
+    gradient_as_bucket_view: bool = False
+    process_group_backend: str | None = None
+    timeout: float | None = None
 
 
 class DDPStrategy(Strategy):
@@ -98,16 +113,20 @@ class DDPStrategy(Strategy):
                 $TRAINKIT_COLLECTIVE_TIMEOUT, else torch's 30 minutes).
         """
         super().__init__()
-        self.find_unused_parameters = find_unused_parameters
-        self.static_graph = static_graph
-        self.gradient_as_bucket_view = gradient_as_bucket_view
-        self.process_group_backend = process_group_backend
-        self.timeout = timeout
+        self.options = DDPOptions(
+            find_unused_parameters,
+            static_graph,
+            gradient_as_bucket_view,
+            process_group_backend,
+            timeout,
+        )
 
-    def connect(self, selection: Any, num_nodes: int, cluster: Any) -> None:
-        super().connect(selection, num_nodes, cluster)
-        resolve_backend(selection.accelerator, self.process_group_backend)  # fail before ranks
-        collective_timeout(self.timeout)
+    def connect(self, placement: Placement) -> None:
+        super().connect(placement)
+        resolve_backend(
+            placement.selection.accelerator, self.options.process_group_backend
+        )  # fail before ranks
+        collective_timeout(self.options.timeout)
 
     @property
     def world_size(self) -> int:
@@ -129,7 +148,7 @@ class DDPStrategy(Strategy):
 
     @property
     def backend(self) -> str:
-        return resolve_backend(self.selection.accelerator, self.process_group_backend)
+        return resolve_backend(self.selection.accelerator, self.options.process_group_backend)
 
     def setup_environment(self) -> None:
         super().setup_environment()
@@ -142,7 +161,7 @@ class DDPStrategy(Strategy):
         """Join the process group (override for a custom rendezvous)."""
         os.environ.setdefault("MASTER_ADDR", self.cluster.main_address)
         os.environ.setdefault("MASTER_PORT", str(self.cluster.main_port))
-        seconds = collective_timeout(self.timeout)
+        seconds = collective_timeout(self.options.timeout)
         dist.init_process_group(
             self.backend,
             rank=self.global_rank,
@@ -151,9 +170,7 @@ class DDPStrategy(Strategy):
         )
 
     def setup_module(self, module: nn.Module) -> nn.Module:
-        has_batchnorm = any(
-            isinstance(m, nn.modules.batchnorm._BatchNorm) for m in module.modules()
-        )
+        has_batchnorm = any(isinstance(m, BATCHNORMS) for m in module.modules())
         if has_batchnorm and self.sync_batchnorm:
             module = nn.SyncBatchNorm.convert_sync_batchnorm(module)
         elif has_batchnorm and self.is_global_zero:
@@ -163,7 +180,7 @@ class DDPStrategy(Strategy):
                 stacklevel=2,
             )
         module = module.to(self.root_device)
-        return self.configure_ddp(_StepForwarder(module))
+        return self.configure_ddp(StepForwarder(module))
 
     def configure_ddp(self, forwarder: nn.Module) -> nn.Module:
         """Wrap the module in DDP (override to customise the wrapper)."""
@@ -171,9 +188,9 @@ class DDPStrategy(Strategy):
         return nn.parallel.DistributedDataParallel(
             forwarder,
             device_ids=device_ids,
-            find_unused_parameters=self.find_unused_parameters,
-            static_graph=self.static_graph,
-            gradient_as_bucket_view=self.gradient_as_bucket_view,
+            find_unused_parameters=self.options.find_unused_parameters,
+            static_graph=self.options.static_graph,
+            gradient_as_bucket_view=self.options.gradient_as_bucket_view,
         )
 
     def training_step_fn(self, wrapped: nn.Module, module: Any) -> Callable[[Any, int], Any]:

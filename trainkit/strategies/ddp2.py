@@ -6,6 +6,7 @@ DataLoader batch is per node, so the effective batch is ``batch x num_nodes x ac
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +14,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from trainkit.strategies.base import Strategy
+from trainkit.strategies.base import Placement, Strategy
 from trainkit.strategies.ddp import DDPStrategy
 from trainkit.strategies.dp import DataParallelStrategy
 
@@ -23,10 +24,10 @@ class DDP2Strategy(DDPStrategy):
 
     name = "ddp2"
 
-    def connect(self, selection: Any, num_nodes: int, cluster: Any) -> None:
-        super().connect(selection, num_nodes, cluster)
+    def connect(self, placement: Placement) -> None:
+        super().connect(placement)
         self._dp = DataParallelStrategy()
-        self._dp.connect(selection, 1, cluster)
+        self._dp.connect(dataclasses.replace(placement, num_nodes=1))
 
     @property
     def processes_per_node(self) -> int:
@@ -68,8 +69,8 @@ def average_gradients(params: list[torch.Tensor]) -> None:
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return
-    flat = torch._utils._flatten_dense_tensors(grads)
+    flat = torch.cat([grad.reshape(-1) for grad in grads])
     dist.all_reduce(flat)
     flat /= dist.get_world_size()
-    for grad, synced in zip(grads, torch._utils._unflatten_dense_tensors(flat, grads)):
-        grad.copy_(synced)
+    for grad, synced in zip(grads, flat.split([grad.numel() for grad in grads])):
+        grad.copy_(synced.view_as(grad))

@@ -14,7 +14,8 @@ import torch
 from torch import nn
 
 from trainkit.errors import ConfigError
-from trainkit.strategies.ddp import DDPStrategy, _StepForwarder
+from trainkit.strategies.base import Placement
+from trainkit.strategies.ddp import DDPStrategy, StepForwarder
 
 CONFIG_ENV = "TRAINKIT_DEEPSPEED_CONFIG_PATH"
 PRESETS: dict[str, dict[str, Any]] = {
@@ -91,7 +92,7 @@ class DeepSpeedStrategy(DDPStrategy):
     def preset(cls, name: str) -> DeepSpeedStrategy:
         return cls(config=PRESETS[name])
 
-    def connect(self, selection: Any, num_nodes: int, cluster: Any) -> None:
+    def connect(self, placement: Placement) -> None:
         try:
             import deepspeed  # noqa: F401
         except ImportError:
@@ -101,14 +102,14 @@ class DeepSpeedStrategy(DDPStrategy):
                 "the deepspeed package installed",
                 "pip install 'trainkit[deepspeed]', or use the built-in strategy fsdp with cpu_offload: true",
             ) from None
-        super().connect(selection, num_nodes, cluster)
+        super().connect(placement)
 
     @property
     def stage(self) -> int:
         return int(self.config.get("zero_optimization", {}).get("stage", 0))
 
     def setup_module(self, module: nn.Module) -> nn.Module:
-        return _StepForwarder(
+        return StepForwarder(
             module.to(self.root_device)
         )  # the engine wraps it once optimizers exist
 
@@ -146,7 +147,8 @@ class DeepSpeedStrategy(DDPStrategy):
         """Full weights for any device (stage 3 gathers its partitioned parameters: a collective)."""
         if self._engine is None or self.stage < 3:
             return {k: v.detach().cpu() for k, v in module.state_dict().items()}
-        gathered = self._engine._zero3_consolidated_16bit_state_dict() or {}
+        # deepspeed's own stage-3 gather; its public save_16bit_model writes a file instead
+        gathered = self._engine._zero3_consolidated_16bit_state_dict() or {}  # noqa: SLF001
         prefix = "module."
         return {k.removeprefix(prefix): v.float().cpu() for k, v in gathered.items()}
 

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from trainkit.errors import ConfigError
-from trainkit.strategies.base import Strategy
+from trainkit.strategies.base import Placement, Strategy
 
 
 def split_batch(batch: Any, chunks: int) -> list[Any]:
@@ -72,9 +72,9 @@ class DataParallelStrategy(Strategy):
 
     name = "dp"
 
-    def connect(self, selection: Any, num_nodes: int, cluster: Any) -> None:
-        super().connect(selection, num_nodes, cluster)
-        if num_nodes > 1:
+    def connect(self, placement: Placement) -> None:
+        super().connect(placement)
+        if placement.num_nodes > 1:
             raise ConfigError(
                 "trainer.strategy",
                 self.name,

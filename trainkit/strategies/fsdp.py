@@ -11,7 +11,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from trainkit.errors import ConfigError
-from trainkit.strategies.ddp import DDPStrategy, _StepForwarder
+from trainkit.strategies.ddp import DDPStrategy, StepForwarder
 
 SHARDING = {"FULL_SHARD": True, "SHARD_GRAD_OP": False}
 
@@ -62,7 +62,6 @@ class FSDPStrategy(DDPStrategy):
         self.activation_checkpointing = list(activation_checkpointing or [])
         self.cpu_offload = cpu_offload
         self.mixed_precision = mixed_precision
-        self.precision = "32"
 
     def _wraps(self, module: nn.Module) -> bool:
         if type(module).__name__ in self.auto_wrap_policy:
@@ -98,7 +97,7 @@ class FSDPStrategy(DDPStrategy):
         for sub in reversed(list(module.modules())):  # children before parents
             if sub is not module and self._wraps(sub):
                 fully_shard(sub, **kwargs)
-        forwarder = _StepForwarder(module)
+        forwarder = StepForwarder(module)
         fully_shard(forwarder, **kwargs)  # the root unit: every parameter not in a smaller unit
         self._module, self._forwarder = module, forwarder
         return forwarder

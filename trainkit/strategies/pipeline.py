@@ -18,6 +18,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from trainkit.errors import ConfigError, MisconfigurationError
+from trainkit.strategies.base import Placement
 from trainkit.strategies.ddp import DDPStrategy
 
 SCHEDULES = ("gpipe", "1f1b")
@@ -79,8 +80,8 @@ class PipelineStrategy(DDPStrategy):
         self._schedule: Any = None
         self._local_keys: set[str] = set()
 
-    def connect(self, selection: Any, num_nodes: int, cluster: Any) -> None:
-        super().connect(selection, num_nodes, cluster)
+    def connect(self, placement: Placement) -> None:
+        super().connect(placement)
         if self.world_size != len(self.balance):
             raise ConfigError(
                 "pipeline balance",

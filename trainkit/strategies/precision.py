@@ -31,7 +31,8 @@ def normalize_precision(value: Any) -> str:
 class Precision:
     """Owns autocast and, for fp16, the GradScaler; the loops call it around forward/backward."""
 
-    def __init__(self, precision: str, device_type: str) -> None:
+    def __init__(self, precision: str, device_type: str, scaler: Any = None) -> None:
+        """``scaler``: the fp16 gradient scaler a strategy needs (default: torch's GradScaler)."""
         self.precision = normalize_precision(precision)
         self.device_type = device_type
         if self.precision == "16-mixed" and device_type != "cuda":
@@ -43,7 +44,7 @@ class Precision:
             )
         self.scaler = None
         if self.precision == "16-mixed":
-            self.scaler = torch.amp.GradScaler("cuda")
+            self.scaler = scaler if scaler is not None else torch.amp.GradScaler("cuda")
         self.autocast_dtype = {"16-mixed": torch.float16, "bf16-mixed": torch.bfloat16}.get(
             self.precision
         )

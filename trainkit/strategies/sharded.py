@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainkit.strategies.ddp import DDPStrategy, _StepForwarder
+from trainkit.strategies.ddp import DDPStrategy, StepForwarder
 
 
 class ShardedStrategy(DDPStrategy):
@@ -20,7 +20,7 @@ class ShardedStrategy(DDPStrategy):
     )
 
     def setup_module(self, module: nn.Module) -> nn.Module:
-        return _StepForwarder(module.to(self.root_device))  # wrapped once the optimizers exist
+        return StepForwarder(module.to(self.root_device))  # wrapped once the optimizers exist
 
     def grad_scaler(self) -> Any:
         """fp16 needs fairscale's ShardedGradScaler: each rank only sees its shard's gradients."""

@@ -2,12 +2,41 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from pathlib import Path
 from typing import Any
 
 from trainkit.callbacks.base import Callback
 from trainkit.errors import ConfigError
 from trainkit.loggers.base import Logger
+from trainkit.loops.state import LoopLimits
+
+
+def loop_limits(fast_dev_run: int = 0, **settings: Any) -> LoopLimits:
+    """The Trainer's loop settings, checked (``ConfigError`` names a bad one) and frozen;
+    ``fast_dev_run`` N runs N batches of each loop once."""
+    check_loop_settings(**{k: v for k, v in settings.items() if not k.startswith("limit_")})
+    max_epochs, max_steps = settings["max_epochs"], settings["max_steps"]
+    if max_epochs == -1:
+        max_epochs = math.inf
+    if max_epochs is None:
+        max_epochs = 1000 if max_steps < 0 else math.inf
+    limits = LoopLimits(**{**settings, "max_epochs": max_epochs})
+    if not fast_dev_run:
+        return limits
+    count = fast_dev_run
+    return dataclasses.replace(
+        limits,
+        max_epochs=1,
+        max_steps=count,
+        num_sanity_val_steps=0,
+        limit_train_batches=count,
+        limit_val_batches=count,
+        limit_test_batches=count,
+        limit_predict_batches=count,
+        val_check_interval=1.0,
+    )
 
 
 def check_loop_settings(
@@ -49,6 +78,27 @@ def check_loop_settings(
         raise ConfigError(
             "trainer.val_check_interval", val_check_interval, "a float in (0, 1] or an int >= 1"
         )
+
+
+def check_strategy_settings(
+    strategy: Any,
+    accumulate_grad_batches: int,
+    lr_scaling: str,
+    reference_batch_size: int | None,
+    batch_size_mode: str,
+) -> None:
+    """Settings that depend on the chosen strategy, and the batch/LR rules, checked up front."""
+    from trainkit.scaling import lr_factor, per_device_batch
+
+    if accumulate_grad_batches > 1 and not strategy.supports_accumulation:
+        raise ConfigError(
+            "trainer.accumulate_grad_batches",
+            accumulate_grad_batches,
+            f"1 with strategy {strategy.name}",
+            "use a larger batch instead",
+        )
+    lr_factor(lr_scaling, reference_batch_size or 1, reference_batch_size)
+    per_device_batch(strategy.world_size, strategy.world_size, batch_size_mode)
 
 
 def check_writable_dir(folder: str) -> None:

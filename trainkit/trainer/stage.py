@@ -3,94 +3,146 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from trainkit.distributed.rank_board import RankBoard
+from trainkit.errors import MisconfigurationError
 from trainkit.loggers.base import next_version
+from trainkit.loops.hooks import HookDispatcher
+from trainkit.loops.metric_hub import MetricHub
+from trainkit.loops.state import LoopLimits, RunState
+from trainkit.module import defines_optimizers
+from trainkit.optim import parse_optimizers
+from trainkit.trainer.arguments import sort_callbacks
 
-if TYPE_CHECKING:
-    from trainkit.module import TrainModule
-    from trainkit.trainer.trainer import Trainer
+
+def new_run_state(
+    owner: Any,
+    limits: LoopLimits,
+    strategy: Any,
+    precision: Any,
+    profiler: Any,
+    callbacks: list[Any],
+    loggers: list[Any],
+    default_root_dir: str,
+) -> RunState:
+    """A fresh run state with its hook dispatcher (passing ``owner``, the Trainer, to callbacks)
+    and metric hub."""
+    state = RunState(
+        limits=limits,
+        strategy=strategy,
+        precision=precision,
+        hooks=None,
+        metrics=None,
+        profiler=profiler,
+        board=RankBoard(),
+        callbacks=callbacks,
+        loggers=loggers,
+        default_root_dir=default_root_dir,
+    )
+    state.hooks = HookDispatcher(owner, state)
+    state.metrics = MetricHub(state)
+    return state
 
 
-def setup_run(trainer: Trainer, stage: str, model: TrainModule, datamodule: Any) -> None:
-    """Join the process group, agree on the log folder, then run prepare_data/setup hooks."""
-    from trainkit.trainer.arguments import sort_callbacks
-
-    strategy = trainer.strategy
+def setup_run(state: RunState, owner: Any, stage: str, model: Any, datamodule: Any) -> None:
+    """Join the process group, agree on the log folder, then run prepare_data/setup hooks;
+    ``owner`` (the Trainer) is what ``model.trainer`` and ``datamodule.trainer`` become."""
+    strategy = state.strategy
     strategy.setup_environment()
-    trainer.lightning_module = model
-    model.trainer = trainer
+    state.stage = stage
+    state.position.fitting = stage == "fit"
+    state.module = model
+    model.trainer = owner
     if datamodule is not None:
-        trainer.datamodule = datamodule
-        datamodule.trainer = trainer
-    if not trainer._model_callbacks_added:
-        trainer.callbacks = sort_callbacks([*trainer.callbacks, *model.configure_callbacks()])
-        trainer._model_callbacks_added = True
-    resolve_log_dir(trainer)
-    if trainer.datamodule is not None:
+        state.datamodule = datamodule
+        datamodule.trainer = owner
+    if not state.model_callbacks_added:
+        state.callbacks[:] = sort_callbacks([*state.callbacks, *model.configure_callbacks()])
+        state.model_callbacks_added = True
+    resolve_log_dir(state)
+    if state.datamodule is not None:
         if strategy.local_rank == 0:
-            trainer.datamodule.prepare_data()
+            state.datamodule.prepare_data()
         strategy.barrier()
-        trainer.datamodule.setup(stage)
+        state.datamodule.setup(stage)
     model.setup(stage)
-    for callback in trainer.callbacks:
-        callback.setup(trainer, model, stage)
+    state.hooks.call_callbacks("setup", stage)
 
 
-def teardown_run(trainer: Trainer, stage: str) -> None:
+def teardown_run(state: RunState, stage: str) -> None:
     """Undo setup_run's hooks, flush loggers, print the profile; the process group stays."""
-    model = trainer.lightning_module
-    for callback in trainer.callbacks:
-        callback.teardown(trainer, model, stage)
+    model = state.module
+    state.hooks.call_callbacks("teardown", stage)
     if model is not None:
         model.teardown(stage)
-    if trainer.datamodule is not None:
-        trainer.datamodule.teardown(stage)
-    if trainer.is_global_zero:
-        for logger in trainer.loggers:
+    if state.datamodule is not None:
+        state.datamodule.teardown(stage)
+    if state.strategy.is_global_zero:
+        for logger in state.loggers:
             logger.finalize("success")
-        if trainer.profiler.enabled:
-            print(f"\nprofile ({stage}):\n{trainer.profiler.summary()}", flush=True)
-    trainer._metric_store = None
+        if state.profiler.enabled:
+            print(f"\nprofile ({stage}):\n{state.profiler.summary()}", flush=True)
+    state.metrics.active = None
 
 
-def resolve_log_dir(trainer: Trainer) -> None:
+def resolve_log_dir(state: RunState) -> None:
     """Pick ``version_N`` on rank 0 and share it, so every rank writes to one folder."""
-    if trainer._log_dir is not None:
+    if state.log_dir is not None:
         return
-    if trainer.loggers:
-        first = trainer.loggers[0]
+    strategy = state.strategy
+    if state.loggers:
+        first = state.loggers[0]
         version = first.version
-        if version is None and trainer.is_global_zero:
+        if version is None and strategy.is_global_zero:
             version = next_version(Path(first.save_dir) / first.name)
-        version = trainer.strategy.broadcast(version)
-        for logger in trainer.loggers:
+        version = strategy.broadcast(version)
+        for logger in state.loggers:
             if logger.version is None:
                 logger.version = version
-        trainer._log_dir = first.log_dir
+        state.log_dir = first.log_dir
     else:
-        trainer._log_dir = trainer.default_root_dir
-    if trainer.is_global_zero:
-        Path(trainer._log_dir).mkdir(parents=True, exist_ok=True)
-        if trainer.cli_config is not None:
-            (Path(trainer._log_dir) / "config.yaml").write_text(trainer.cli_config)
+        state.log_dir = state.default_root_dir
+    if strategy.is_global_zero:
+        Path(state.log_dir).mkdir(parents=True, exist_ok=True)
+        if state.cli_config is not None:
+            (Path(state.log_dir) / "config.yaml").write_text(state.cli_config)
 
 
-def log_hyperparams(trainer: Trainer) -> None:
+def log_hyperparams(state: RunState, run_summary: Any) -> None:
     """hparams.yaml in the log folder and hyperparameters in every logger (rank 0)."""
-    if not trainer.is_global_zero:
+    if not state.strategy.is_global_zero:
         return
     import yaml
 
     from trainkit.checkpoint.io import plain_hparams
 
-    params = dict(trainer.lightning_module.hparams)
-    if trainer.datamodule is not None:
-        params.update(trainer.datamodule.hparams)
+    params = dict(state.module.hparams)
+    if state.datamodule is not None:
+        params.update(state.datamodule.hparams)
     params = plain_hparams(params)
-    if trainer.loggers:
-        (Path(trainer.log_dir) / "hparams.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    if trainer.run_summary is not None:
-        params.update(trainer.run_summary.as_hparams())  # the startup table, in the loggers only
-    for logger in trainer.loggers:
+    if state.loggers:
+        (Path(state.log_dir) / "hparams.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    if run_summary is not None:
+        params.update(run_summary.as_hparams())  # the startup table, in the loggers only
+    for logger in state.loggers:
         logger.log_hyperparams(params)
+
+
+def setup_model_and_optimizers(state: RunState) -> None:
+    """Wrap the module for the strategy and build its optimizers and schedulers (from
+    configure_optimizers, or the CLI's optimizer section)."""
+    module, strategy = state.module, state.strategy
+    wrapped = strategy.setup_module(module)
+    if module.automatic_optimization or defines_optimizers(module):
+        state.optimizers, state.lr_scheduler_configs = parse_optimizers(
+            module.configure_optimizers()
+        )
+    state.wrapped, state.optimizers = strategy.setup_optimizers(
+        wrapped, state.optimizers, state.lr_scheduler_configs
+    )
+    if module.automatic_optimization and len(state.optimizers) > 1:
+        raise MisconfigurationError(
+            f"{len(state.optimizers)} optimizers need manual optimization: set "
+            "self.automatic_optimization = False and step them in training_step"
+        )

@@ -2,46 +2,44 @@
 
 from __future__ import annotations
 
-import math
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import Any
 
 from trainkit.data import limited_batches
+from trainkit.loops.state import RunState
 from trainkit.scaling import RunSummary, lr_factor, scale_learning_rates
 
-if TYPE_CHECKING:
-    from trainkit.trainer.trainer import Trainer
 
-
-def summarize_run(trainer: Trainer) -> RunSummary:
-    """Apply ``lr_scaling`` to the built optimizers/schedulers and collect the startup numbers."""
-    strategy = trainer.strategy
-    effective = trainer.effective_batch_size
-    first_group = trainer.optimizers[0].param_groups[0] if trainer.optimizers else None
+def summarize_run(
+    state: RunState,
+    selection: Any,
+    lr_scaling: str,
+    reference_batch_size: int | None,
+    effective: int | None,
+) -> RunSummary:
+    """Apply ``lr_scaling`` to the built optimizers/schedulers and collect the startup numbers
+    (``effective`` is the effective batch size, None when the loader has no batch_size)."""
+    strategy = state.strategy
+    limits = state.limits
+    first_group = state.optimizers[0].param_groups[0] if state.optimizers else None
     configured = first_group["lr"] if first_group else None
     factor = 1.0
-    if trainer.lr_scaling != "none":
+    if lr_scaling != "none":
         if effective is None:
             raise ValueError(
                 "lr_scaling needs a train DataLoader with a batch_size to know the effective batch"
             )
-        factor = lr_factor(trainer.lr_scaling, effective, trainer.reference_batch_size)
+        factor = lr_factor(lr_scaling, effective, reference_batch_size)
         scale_learning_rates(
-            trainer.optimizers, [c.scheduler for c in trainer.lr_scheduler_configs], factor
+            state.optimizers, [c.scheduler for c in state.lr_scheduler_configs], factor
         )
-    batches = limited_batches(
-        trainer.train_loader, trainer.limit_train_batches, "limit_train_batches"
-    )
-    steps = (
-        math.ceil(batches / trainer.accumulate_grad_batches) if batches != math.inf else math.inf
-    )
-    dataset = getattr(trainer.train_loader, "dataset", None)
+    batches = limited_batches(state.train_loader, limits.limit_train_batches, "limit_train_batches")
+    dataset = getattr(state.train_loader, "dataset", None)
     try:
         samples = len(dataset) if dataset is not None else None
     except TypeError:
         samples = None
-    selection = trainer.selection
     devices = (
         ",".join(map(str, selection.ids))
         if selection.accelerator == "gpu"
@@ -52,21 +50,21 @@ def summarize_run(trainer: Trainer) -> RunSummary:
         backend=getattr(strategy, "backend", "-") if strategy.is_distributed else "-",
         accelerator=selection.accelerator,
         devices=devices,
-        world_size=trainer.world_size,
-        num_nodes=trainer.num_nodes,
-        precision=trainer.precision,
-        per_device_batch=getattr(trainer.train_loader, "batch_size", None),
-        accumulate=trainer.accumulate_grad_batches,
+        world_size=strategy.world_size,
+        num_nodes=strategy.num_nodes,
+        precision=strategy.precision,
+        per_device_batch=getattr(state.train_loader, "batch_size", None),
+        accumulate=limits.accumulate_grad_batches,
         effective_batch=effective,
         configured_lr=configured,
-        lr_rule=trainer.lr_scaling,
+        lr_rule=lr_scaling,
         lr_factor=factor,
         final_lr=first_group["lr"] if first_group else None,
         samples_per_epoch=samples,
-        steps_per_epoch=steps,
-        total_steps=trainer.estimated_stepping_batches,
+        steps_per_epoch=limits.steps_per_epoch(batches),
+        total_steps=limits.total_steps(batches),
         seed=os.environ.get("TRAINKIT_GLOBAL_SEED", "not set"),
-        log_dir=trainer.log_dir,
+        log_dir=state.log_dir or state.default_root_dir,
     )
 
 

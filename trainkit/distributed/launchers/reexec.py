@@ -54,11 +54,6 @@ class World:
         return self.local_world_size * self.num_nodes
 
 
-def needs_launch(strategy: Any) -> bool:
-    """Whether this process must start the ranks (not already a rank, several wanted)."""
-    return strategy.launches_processes and not strategy.cluster.external and strategy.world_size > 1
-
-
 def current_command() -> list[str]:
     """The argv that re-runs this process: ``python script.py ...`` or ``python -m pkg ...``."""
     main = sys.modules.get("__main__")
@@ -123,6 +118,18 @@ def stop_grace() -> float:
 
         raise ConfigError(STOP_GRACE_ENV, value, "seconds > 0", "unset it for 120")
     return grace
+
+
+class ReexecLauncher:
+    """Re-runs this process's command once per local rank and watches them. The launching
+    process is a pure watcher: ``launch`` never returns, it exits with the job's code (``fn``
+    runs in the ranks, which reach the same call with their ranks set and launch nothing)."""
+
+    def __init__(self, strategy: Any) -> None:
+        self.strategy = strategy
+
+    def launch(self, fn: Any = None, *args: Any) -> Any:
+        raise SystemExit(launch_ranks(self.strategy))
 
 
 def launch_ranks(strategy: Any) -> int:

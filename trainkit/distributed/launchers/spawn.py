@@ -1,21 +1,19 @@
-"""ddp_spawn: start ranks from this Python process and bring rank 0's results back."""
+"""Spawned ranks: start them from this Python process, run a callable in each, and bring rank
+0's return value back (through a file, so it has no size limit)."""
 
 from __future__ import annotations
 
-import io
 import os
 import pickle
-import sys
-from typing import TYPE_CHECKING, Any
-
-import torch
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from trainkit.distributed.env import detect_environment
 from trainkit.distributed.ports import find_free_port
 from trainkit.errors import MisconfigurationError
-
-if TYPE_CHECKING:
-    from trainkit.trainer.trainer import Trainer
 
 
 def unpicklable_path(
@@ -58,57 +56,39 @@ def check_picklable(items: dict[str, Any]) -> None:
             )
 
 
-def spawn_stage(
-    trainer: Trainer, stage: str, model: Any, datamodule: Any, ckpt_path: Any, loaders: tuple
-) -> Any:
-    """Run ``stage`` on world_size spawned ranks; the caller's model gets rank 0's weights."""
-    import torch.multiprocessing as mp
+class SpawnLauncher:
+    """Runs ``fn(strategy, *args)`` on every local rank, each a process started by
+    torch.multiprocessing with the strategy's start method ('spawn' or 'fork'), and returns what
+    it returned on global rank 0. ``strategy`` in each rank is the launcher's, placed in that
+    rank (``Strategy.in_rank``). A failing rank raises here, in the caller."""
 
-    strategy = trainer.strategy
-    model.trainer = None
-    check_picklable(
-        {
-            "model": model,
-            "datamodule": datamodule,
-            "callbacks": trainer.callbacks,
-            "dataloaders": loaders,
-        }
-    )
-    context = mp.get_context(strategy.start_method)
-    queue = context.SimpleQueue()
-    port = find_free_port()
-    mp.start_processes(
-        _run_rank,
-        args=(trainer, stage, model, datamodule, ckpt_path, loaders, port, queue),
-        nprocs=strategy.selection.count,
-        start_method=strategy.start_method,
-    )
-    result = torch.load(io.BytesIO(queue.get()), weights_only=False)
-    model.load_state_dict(result["state_dict"])
-    trainer.lightning_module, model.trainer = model, trainer
-    trainer.datamodule = datamodule
-    trainer.current_epoch, trainer.global_step = result["epoch"], result["global_step"]
-    trainer._epoch_metrics = result["metrics"]
-    trainer._log_dir = result["log_dir"]
-    for callback in trainer.callbacks:
-        state = result["callbacks"].get(callback.state_key)
-        if state:
-            callback.load_state_dict(state)
-    return result["output"]
+    def __init__(self, strategy: Any) -> None:
+        self.strategy = strategy
+
+    def launch(self, fn: Callable[..., Any], *args: Any) -> Any:
+        import torch
+        import torch.multiprocessing as mp
+
+        strategy = self.strategy
+        folder = tempfile.mkdtemp(prefix="trainkit-spawn-")
+        result_path = str(Path(folder) / "result.pt")
+        try:
+            mp.start_processes(
+                _run_rank,
+                args=(strategy, fn, args, find_free_port(), result_path),
+                nprocs=strategy.selection.count,
+                start_method=strategy.start_method,
+            )
+            return torch.load(result_path, weights_only=False)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _run_rank(
-    local_rank: int,
-    trainer: Trainer,
-    stage: str,
-    model: Any,
-    datamodule: Any,
-    ckpt_path: Any,
-    loaders: tuple,
-    port: int,
-    queue: Any,
+    local_rank: int, strategy: Any, fn: Callable[..., Any], args: tuple, port: int, result: str
 ) -> None:
-    strategy = trainer.strategy
+    import torch
+
     count = strategy.selection.count
     node_rank = int(os.environ.get("NODE_RANK", 0))
     os.environ.update(
@@ -120,50 +100,11 @@ def _run_rank(
         RANK=str(node_rank * count + local_rank),
         LOCAL_WORLD_SIZE=str(count),
     )
-    trainer.cluster = detect_environment()
-    strategy.connect(trainer.selection, strategy.num_nodes, trainer.cluster)
-    output = trainer._run_stage(stage, model, datamodule, ckpt_path, loaders)
-    if trainer.is_global_zero:
-        result = {
-            "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-            "epoch": trainer.current_epoch,
-            "global_step": trainer.global_step,
-            "metrics": {
-                k: v.detach().cpu() if hasattr(v, "detach") else v
-                for k, v in trainer._epoch_metrics.items()
-            },
-            "log_dir": trainer.log_dir,
-            "callbacks": {cb.state_key: cb.state_dict() for cb in trainer.callbacks},
-            "output": output,
-        }
-        buffer = (
-            io.BytesIO()
-        )  # bytes, not shared-memory tensors: this rank exits before the parent reads
-        torch.save(result, buffer)
-        queue.put(buffer.getvalue())
-    strategy.barrier()
-    strategy.teardown()
-
-
-def use_forked_ranks(trainer: Trainer) -> None:
-    """Interactive sessions (notebook, stdin, ``python -c``) cannot be re-executed: fork the ranks."""
-    from trainkit.strategies import DDPSpawnStrategy
-
-    old = trainer.strategy
-    names = (
-        "find_unused_parameters",
-        "static_graph",
-        "gradient_as_bucket_view",
-        "process_group_backend",
-        "timeout",
-    )
-    trainer.strategy = DDPSpawnStrategy(**{name: getattr(old, name) for name in names})
-    trainer.strategy.sync_batchnorm = old.sync_batchnorm
-    trainer.strategy.connect(trainer.selection, trainer.num_nodes, trainer.cluster)
-    trainer.strategy.start_method = "fork"
-    print(
-        "trainkit: this Python session cannot be re-run per rank (interactive); starting the "
-        f"{trainer.strategy.world_size} ranks as forked processes (ddp_spawn, start method fork)",
-        file=sys.stderr,
-        flush=True,
-    )
+    rank_strategy = strategy.in_rank(detect_environment())
+    output = fn(rank_strategy, *args)
+    if rank_strategy.is_global_zero:
+        partial = f"{result}.partial"
+        torch.save(output, partial)  # plain bytes on disk: this rank exits before the caller reads
+        os.replace(partial, result)
+    rank_strategy.barrier()
+    rank_strategy.teardown()

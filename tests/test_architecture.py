@@ -1,0 +1,129 @@
+"""The shape of the package: trainkit's modules never import each other in a circle (counting
+module-level, function-level and TYPE_CHECKING imports alike), and no file grows past 400 lines."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "trainkit"
+MAX_LINES = 400
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def all_modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imported_names(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
+    """The trainkit modules ``path`` imports anywhere in its body (including under
+    TYPE_CHECKING and inside functions). ``from pkg import mod`` counts as importing ``pkg.mod``
+    when that is a module. The parent packages of the importer itself are not counted (Python
+    initialises them first whatever the code says)."""
+    is_package = path.name == "__init__.py"
+    package = name if is_package else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, base]) if base else ".".join(anchor)
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                found.add(submodule if submodule in modules else base)
+    ancestors = {name.rsplit(".", i)[0] for i in range(1, name.count(".") + 1)}
+    return {m for m in found if m in modules and m != name and m not in ancestors}
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = all_modules()
+    return {name: imported_names(path, name, modules) for name, path in modules.items()}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_circle_finder_finds_a_circle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(graph) == [["a", "b", "c"]]
+
+
+def test_the_graph_sees_function_level_and_type_checking_imports():
+    graph = import_graph()
+    # trainer.py imports the spawn launcher at module level, cli.command imports the signals
+    # leaf inside a function, and the fit loop reads the run state
+    assert "trainkit.distributed.launchers.spawn" in graph["trainkit.trainer.trainer"]
+    assert "trainkit.distributed.signals" in graph["trainkit.cli.command"]
+    assert "trainkit.loops.state" in graph["trainkit.loops.fit"]
+
+
+def test_no_trainkit_modules_import_each_other_in_a_circle():
+    assert circles(import_graph()) == []
+
+
+def test_only_the_cli_above_imports_the_trainer():
+    """Loops, checkpoints, launchers, strategies, callbacks... receive the run state or the parts
+    they need; the Trainer is imported by its own package and the CLI that builds it."""
+    graph = import_graph()
+    importers = sorted(
+        name
+        for name, targets in graph.items()
+        if targets & {"trainkit.trainer", "trainkit.trainer.trainer"}
+        and not name.startswith(("trainkit.trainer", "trainkit.cli"))
+    )
+    assert importers == []
+
+
+def test_the_run_state_and_the_signals_contract_are_leaves():
+    graph = import_graph()
+    assert graph["trainkit.loops.state"] == set()
+    assert graph["trainkit.distributed.signals"] == set()
+
+
+def test_no_file_in_trainkit_is_over_400_lines():
+    long = {
+        str(path.relative_to(PACKAGE.parent)): lines
+        for path in PACKAGE.rglob("*.py")
+        if (lines := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}

@@ -1,0 +1,139 @@
+"""What a new user runs into in the first hour, through the command line as they type it: their
+own package next to the config, typos in option names, and files teammates can read."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli_env
+
+CONSOLE_SCRIPT = Path(sys.executable).with_name("trainkit")
+
+PACKAGE = textwrap.dedent("""
+    import torch
+    from torch.nn import functional as F
+    from torch.utils.data import DataLoader, TensorDataset
+    import trainkit as tk
+
+
+    class Line(tk.TrainModule):
+        def __init__(self, width: int = 4) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(width, 1)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return F.mse_loss(self.layer(x), y)
+
+        def train_dataloader(self):
+            x = torch.randn(32, 4)
+            return DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=8)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+""")
+
+CONFIG = textwrap.dedent("""
+    model:
+      class_path: myproj.Line
+    trainer:
+      max_epochs: 1
+      enable_progress_bar: false
+""")
+
+
+def console(*args: str, cwd: Path, umask: int | None = None) -> subprocess.CompletedProcess:
+    """The installed ``trainkit`` console script, run in ``cwd``."""
+    return subprocess.run(
+        [str(CONSOLE_SCRIPT), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=cli_env(),
+        preexec_fn=(lambda: os.umask(umask)) if umask is not None else None,
+    )
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A user's project folder: a package ``myproj`` and ``config.yaml``, nothing installed."""
+    (tmp_path / "myproj").mkdir()
+    (tmp_path / "myproj" / "__init__.py").write_text(PACKAGE)
+    (tmp_path / "config.yaml").write_text(CONFIG)
+    return tmp_path
+
+
+@pytest.mark.skipif(not CONSOLE_SCRIPT.exists(), reason="trainkit is not installed here")
+def test_the_console_script_imports_the_users_package_from_the_current_folder(project):
+    result = console("fit", "-c", "config.yaml", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert list(project.glob("trainkit_logs/version_0/checkpoints/last.ckpt"))
+
+
+@pytest.mark.skipif(not CONSOLE_SCRIPT.exists(), reason="trainkit is not installed here")
+def test_checkpoints_are_readable_by_teammates_like_every_other_file(project):
+    result = console("fit", "-c", "config.yaml", cwd=project, umask=0o022)
+    assert result.returncode == 0, result.stderr
+    run = project / "trainkit_logs" / "version_0"
+    modes = {
+        path.name: stat.S_IMODE(path.stat().st_mode)
+        for path in [run / "checkpoints" / "last.ckpt", run / "hparams.yaml", run / "config.yaml"]
+    }
+    assert set(modes.values()) == {0o644}, modes
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        ("nosuch.Line", "module 'nosuch' was not found (looked in"),
+        ("myproj.Nope", "module 'myproj' has no 'Nope'; check the class name"),
+        ("broken.Thing", "importing 'broken' failed (No module named 'not_installed_pkg')"),
+    ],
+)
+def test_a_model_that_cannot_be_imported_names_the_module_and_the_fix(
+    run_cli, project, model, message
+):
+    (project / "broken.py").write_text("import not_installed_pkg\n\nclass Thing: ...\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "trainkit", "fit", "--model", model],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=cli_env(),
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    if model.startswith("nosuch"):
+        assert "pip install -e ." in lines[0] and "PYTHONPATH" in lines[0]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--trainer.max_epoch", "3"],
+        ["--trainer.max_epoch=3"],
+        ["--seed", "1"],
+    ],
+)
+def test_abbreviated_options_are_rejected_like_a_typo_in_yaml(run_cli, autoencoder_config, args):
+    result = run_cli("fit", "-c", autoencoder_config, *args, "--print_config")
+    assert result.returncode == 2, result.stdout
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "unrecognized arguments: option" in result.stderr
+    assert "never abbreviated" in result.stderr
+
+
+def test_a_typo_in_an_option_name_suggests_the_option(run_cli, autoencoder_config):
+    result = run_cli("fit", "-c", autoencoder_config, "--trainer.max_epoch", "3")
+    assert result.returncode == 2
+    assert "did you mean --trainer.max_epochs?" in result.stderr

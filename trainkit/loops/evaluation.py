@@ -1,0 +1,87 @@
+"""The evaluation loop: one pass over validation or test loaders, reducing what was logged."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from trainkit.callbacks.base import overrides
+from trainkit.data import limited_batches
+from trainkit.loops.iterate import start_iterating
+from trainkit.loops.state import RunState
+from trainkit.module import TrainModule
+
+
+class EvalLoop:
+    """One pass of ``validation_step`` or ``test_step`` over the given loaders."""
+
+    def __init__(self, state: RunState, stage: str) -> None:
+        self.state = state
+        self.stage = stage
+
+    def run(self, loaders: list[Any], limit: int | float) -> list[dict[str, torch.Tensor]]:
+        """Run every loader (up to ``limit`` batches each); one reduced dict per loader."""
+        state = self.state
+        module = state.module
+        stage = self.stage
+        strategy = state.strategy
+        hooks = state.hooks
+        step = state.profiler.wrap(f"{stage}_step", strategy.step_fn(module, f"{stage}_step"))
+        step_end_name = f"{stage}_step_end"
+        step_end = (
+            getattr(module, step_end_name)
+            if overrides(module, TrainModule, step_end_name)
+            else strategy.default_step_end()
+        )
+        to_device = strategy.batch_transfer_fn()
+        end_hooks = hooks.bound(f"on_{stage}_batch_end")
+        start_hooks = hooks.bound(f"on_{stage}_batch_start")
+        previous_store = state.metrics.active
+        store = state.metrics.new_store(stage)
+        was_training = module.training
+        module.eval()
+        results: list[dict[str, torch.Tensor]] = []
+        grad_off = torch.no_grad() if state.stage == "fit" else torch.inference_mode()
+        limit_name = f"limit_{'val' if stage == 'validation' else stage}_batches"
+        try:
+            with grad_off:
+                hooks.call(f"on_{stage}_start")
+                hooks.call(f"on_{stage}_epoch_start")
+                for loader_idx, loader in enumerate(loaders):
+                    total = limited_batches(loader, limit, limit_name)
+                    state.num_eval_batches = total if total != math.inf else 0
+                    extra = (loader_idx,) if len(loaders) > 1 else ()
+                    for batch_idx, batch in enumerate(start_iterating(loader, state.preemption)):
+                        if batch_idx >= total:
+                            break
+                        store.new_batch(batch)
+                        if to_device is not None:
+                            batch = to_device(batch)
+                        for hook in start_hooks:
+                            hook(batch, batch_idx, loader_idx)
+                        with state.precision.autocast():
+                            output = step(batch, batch_idx, *extra)
+                        if step_end is not None:
+                            output = step_end(output)
+                        for hook in end_hooks:
+                            hook(output, batch, batch_idx, loader_idx)
+                    reduced = store.reduce_epoch()
+                    if len(loaders) > 1:
+                        suffix = f"/dataloader_idx_{loader_idx}"
+                        store.meta.update({k + suffix: store.meta[k] for k in reduced})
+                        reduced = {k + suffix: v for k, v in reduced.items()}
+                    results.append(reduced)
+                store.default_on_step = False
+                hooks.call(f"on_{stage}_epoch_end")
+                tail = store.reduce_epoch()
+                if results:
+                    results[-1].update(tail)
+                if not state.sanity_checking:
+                    state.metrics.record_eval(store, results)
+                hooks.call(f"on_{stage}_end")
+        finally:
+            state.metrics.active = previous_store
+            module.train(was_training)
+        return results

@@ -1,0 +1,45 @@
+"""Hook dispatch: the overridden hooks of callbacks, then of the module, bound once per loop."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from trainkit.callbacks.base import Callback, overrides
+from trainkit.loops.state import RunState
+from trainkit.module import HooksMixin
+
+
+class HookDispatcher:
+    """Calls hooks with the fixed arguments callbacks receive: ``(trainer, module, ...)``.
+
+    ``trainer`` is the object handed to callbacks (the user-facing Trainer); the dispatcher only
+    passes it on. Hooks a callback or the module does not override are never bound or called.
+    """
+
+    def __init__(self, trainer: Any, state: RunState) -> None:
+        self.trainer = trainer
+        self.state = state
+
+    def bound(self, name: str) -> list[Callable[..., Any]]:
+        """The overridden ``name`` hooks of callbacks then module, ready to call."""
+        state = self.state
+        hooks: list[Callable[..., Any]] = [
+            functools.partial(getattr(cb, name), self.trainer, state.module)
+            for cb in state.callbacks
+            if overrides(cb, Callback, name)
+        ]
+        if overrides(state.module, HooksMixin, name):
+            hooks.append(getattr(state.module, name))
+        return [state.profiler.wrap(name, hook) for hook in hooks]
+
+    def call(self, name: str, *args: Any) -> None:
+        """Call hook ``name`` on every callback and the module that override it."""
+        for hook in self.bound(name):
+            hook(*args)
+
+    def call_callbacks(self, name: str, *args: Any, only: list[Any] | None = None) -> None:
+        """Call ``name`` on every callback (or those in ``only``), whether overridden or not."""
+        for callback in self.state.callbacks if only is None else only:
+            getattr(callback, name)(self.trainer, self.state.module, *args)

@@ -1,0 +1,50 @@
+"""The predict loop: ``predict_step`` over the predict loaders, collecting what it returns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from trainkit.data import limited_batches
+from trainkit.loops.iterate import start_iterating
+from trainkit.loops.state import RunState
+
+
+class PredictLoop:
+    """Run ``predict_step`` over predict loaders and collect what it returns."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
+    def run(self, loaders: list[Any], limit: int | float) -> list[list[Any]]:
+        """One list of step outputs per loader (up to ``limit`` batches each)."""
+        state = self.state
+        module = state.module
+        hooks = state.hooks
+        to_device = state.strategy.batch_transfer_fn()
+        predict_step = state.strategy.step_fn(module, "predict_step")
+        end_hooks = hooks.bound("on_predict_batch_end")
+        module.eval()
+        outputs: list[list[Any]] = []
+        with torch.inference_mode():
+            hooks.call("on_predict_start")
+            hooks.call("on_predict_epoch_start")
+            for loader_idx, loader in enumerate(loaders):
+                total = limited_batches(loader, limit, "limit_predict_batches")
+                extra = (loader_idx,) if len(loaders) > 1 else ()
+                collected = []
+                for batch_idx, batch in enumerate(start_iterating(loader, state.preemption)):
+                    if batch_idx >= total:
+                        break
+                    if to_device is not None:
+                        batch = to_device(batch)
+                    with state.precision.autocast():
+                        output = predict_step(batch, batch_idx, *extra)
+                    collected.append(output)
+                    for hook in end_hooks:
+                        hook(output, batch, batch_idx, loader_idx)
+                outputs.append(collected)
+            hooks.call("on_predict_epoch_end")
+            hooks.call("on_predict_end")
+        return outputs

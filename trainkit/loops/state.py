@@ -1,0 +1,162 @@
+"""The run state: one object the Trainer builds and hands to the loops, the optimizer step,
+checkpoint dump/restore, preemption and the launchers. A leaf: it imports nothing of trainkit.
+
+Its parts are small dataclasses: where the run is (``LoopPosition``, with its own
+``state_dict``), the limits it runs under (``LoopLimits``, frozen), why it stops or resumes
+(``StopState``), and handles to the objects the loops drive.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class LoopPosition:
+    """Where a run is: epoch, optimizer steps, and how far into the current epoch."""
+
+    epoch: int = 0
+    global_step: int = 0
+    batches_done: int = 0  # training batches of the current epoch already stepped
+    phase: str | None = None  # while a fit epoch runs: 'batches', then 'end'; else None
+    fitting: bool = False  # the stage is fit (a checkpoint then records a partial epoch)
+    epoch_batches: int | float = 0  # training batches the current epoch runs (limits applied)
+    batches_seen: int = 0  # training batches the last epoch actually ran
+
+    def state_dict(self) -> dict[str, Any]:
+        """The loop position a checkpoint records: the epoch, steps, batches done in it, and
+        whether it is complete (its end ran over every batch, not cut short by max_steps)."""
+        phase = self.phase if self.fitting else None
+        batches = self.batches_done if phase else 0
+        completed = not self.fitting or (phase == "end" and batches >= self.epoch_batches)
+        return {
+            "epoch": self.epoch,
+            "global_step": self.global_step,
+            "batches_in_epoch": batches,
+            "epoch_completed": completed,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> int:
+        """Continue from a recorded position; returns the batches of the epoch to skip."""
+        self.global_step = state["global_step"]
+        completed = state["epoch_completed"]
+        self.epoch = state["epoch"] + (1 if completed else 0)
+        self.batches_done, self.phase = 0, None
+        return 0 if completed else state["batches_in_epoch"]
+
+
+@dataclass(frozen=True)
+class LoopLimits:
+    """How long and how often: the loop settings of the Trainer, checked and frozen."""
+
+    max_epochs: int | float = 1000
+    min_epochs: int = 0
+    max_steps: int = -1
+    limit_train_batches: int | float = 1.0
+    limit_val_batches: int | float = 1.0
+    limit_test_batches: int | float = 1.0
+    limit_predict_batches: int | float = 1.0
+    val_check_interval: int | float = 1.0
+    check_val_every_n_epoch: int = 1
+    num_sanity_val_steps: int = 2
+    accumulate_grad_batches: int = 1
+    gradient_clip_val: float | None = None
+    gradient_clip_algorithm: str = "norm"
+    log_every_n_steps: int = 50
+
+    def limit_for(self, stage: str) -> int | float:
+        """The batch limit of a loop stage: train, validation/val, test or predict."""
+        key = {"validation": "val", "validate": "val"}.get(stage, stage)
+        return getattr(self, f"limit_{key}_batches")
+
+    def steps_per_epoch(self, batches: int | float) -> int | float:
+        """Optimizer steps an epoch of ``batches`` training batches takes."""
+        if batches == math.inf:
+            return math.inf
+        return math.ceil(batches / self.accumulate_grad_batches)
+
+    def total_steps(self, batches_per_epoch: int | float) -> int | float:
+        """Optimizer steps a whole fit takes (max_epochs and max_steps applied)."""
+        per_epoch = self.steps_per_epoch(batches_per_epoch)
+        total = per_epoch * self.max_epochs if self.max_epochs != math.inf else math.inf
+        return min(total, self.max_steps) if self.max_steps >= 0 else total
+
+
+@dataclass
+class ResumePoint:
+    """What a resumed fit restores once its loop starts: RNG states of every rank (at the
+    checkpoint and at its epoch's start), the partial epoch's metrics, the batches to skip."""
+
+    rng: list[Any]
+    epoch_rng: list[Any]
+    epoch_metrics: list[Any] | None = None
+    skip: int = 0
+
+
+@dataclass
+class StopState:
+    """Why a fit stops: a callback asked (``should_stop``), a stop signal preempted it (the
+    signal's name), or nothing yet; and the resume point of a fit that continues a checkpoint."""
+
+    should_stop: bool = False
+    preempted: str | None = None
+    resume: ResumePoint | None = None
+
+
+@dataclass
+class RunState:
+    """Everything a stage's loops read and write, owned by the Trainer and passed down."""
+
+    limits: LoopLimits
+    strategy: Any
+    precision: Any  # the Precision plugin
+    hooks: Any  # the HookDispatcher
+    metrics: Any  # the MetricHub
+    profiler: Any
+    board: Any  # this rank's RankBoard
+    callbacks: list[Any] = field(default_factory=list)
+    loggers: list[Any] = field(default_factory=list)
+    position: LoopPosition = field(default_factory=LoopPosition)
+    stop: StopState = field(default_factory=StopState)
+    stage: str | None = None
+    module: Any = None
+    wrapped: Any = None  # what the training step runs through (DDP, FSDP, an engine...)
+    datamodule: Any = None
+    optimizers: list[Any] = field(default_factory=list)
+    lr_scheduler_configs: list[Any] = field(default_factory=list)
+    train_loader: Any = None
+    val_loaders: list[Any] = field(default_factory=list)
+    num_eval_batches: int = 0
+    sanity_checking: bool = False
+    epoch_start_rng: Any = None  # RNG states when the current epoch began (for exact resume)
+    stepper: Any = None  # the OptimizerStep of the current fit
+    preemption: Any = None  # the Preemption watching the current fit
+    default_root_dir: str = "."
+    log_dir: str | None = None  # the run's version_N folder, once agreed by every rank
+    cli_config: str | None = None  # the resolved config a CLI run records in checkpoints
+    model_callbacks_added: bool = False
+
+    @property
+    def fit_done(self) -> bool:
+        """Whether fit has nothing left to do: preempted, max_steps/max_epochs reached, or
+        stopped by a callback once min_epochs ran."""
+        if self.stop.preempted is not None:
+            return True
+        limits, position = self.limits, self.position
+        if 0 <= limits.max_steps <= position.global_step:
+            return True
+        if position.epoch >= limits.max_epochs:
+            return True
+        return self.stop.should_stop and position.epoch >= limits.min_epochs
+
+    @property
+    def is_final_epoch(self) -> bool:
+        """Whether the epoch now ending is the last one of this fit."""
+        limits, position = self.limits, self.position
+        if self.stop.should_stop and position.epoch + 1 >= limits.min_epochs:
+            return True
+        return (
+            0 <= limits.max_steps <= position.global_step or position.epoch + 1 >= limits.max_epochs
+        )

@@ -1,0 +1,36 @@
+"""What a spawned rank 0 sends back to the caller, and how the caller takes it over."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainkit.loops.state import RunState
+
+
+def rank_result(state: RunState, output: Any) -> dict[str, Any]:
+    """The caller's share of a finished stage: weights, position, metrics, log folder, output."""
+    return {
+        "state_dict": {k: v.detach().cpu() for k, v in state.module.state_dict().items()},
+        "position": state.position.state_dict(),
+        "metrics": {
+            k: v.detach().cpu() if hasattr(v, "detach") else v
+            for k, v in state.metrics.epoch_metrics.items()
+        },
+        "log_dir": state.log_dir,
+        "callbacks": {cb.state_key: cb.state_dict() for cb in state.callbacks},
+        "output": output,
+    }
+
+
+def adopt_rank_result(state: RunState, result: dict[str, Any], model: Any, datamodule: Any) -> None:
+    """Put rank 0's result into the caller's run state and ``model``."""
+    model.load_state_dict(result["state_dict"])
+    state.module, state.datamodule = model, datamodule
+    state.position.epoch = result["position"]["epoch"]
+    state.position.global_step = result["position"]["global_step"]
+    state.metrics.epoch_metrics = result["metrics"]
+    state.log_dir = result["log_dir"]
+    for callback in state.callbacks:
+        callback_state = result["callbacks"].get(callback.state_key)
+        if callback_state:
+            callback.load_state_dict(callback_state)
