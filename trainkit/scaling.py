@@ -101,6 +101,9 @@ class RunSummary:
     total_steps: int | float
     seed: str
     log_dir: str
+    processes_per_node: int = 1
+    resumed_from: str | None = None
+    resumed_at: str | None = None  # "epoch E, step S"
 
     def rows(self) -> list[tuple[str, str]]:
         def fmt(value: Any) -> str:
@@ -116,6 +119,7 @@ class RunSummary:
             ("backend", self.backend),
             ("accelerator", self.accelerator),
             ("devices", self.devices),
+            ("processes per node", fmt(self.processes_per_node)),
             ("world size", fmt(self.world_size)),
             ("num nodes", fmt(self.num_nodes)),
             ("precision", self.precision),
@@ -128,6 +132,8 @@ class RunSummary:
             ("samples per epoch", fmt(self.samples_per_epoch)),
             ("optimizer steps per epoch", fmt(self.steps_per_epoch)),
             ("total optimizer steps", fmt(self.total_steps)),
+            *([("resumed from", self.resumed_from)] if self.resumed_from else []),
+            *([("resumes at", self.resumed_at)] if self.resumed_at else []),
             ("seed", self.seed),
             ("log dir", self.log_dir),
         ]

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -327,3 +328,60 @@ def test_two_nodes_each_with_its_own_launcher(start_cli, tmp_path):
     rank0, rank1 = probes(tmp_path)
     assert rank0["world_size"] == 2
     assert sorted(rank0["seen"]["train0"] + rank1["seen"]["train0"]) == list(range(64))
+
+
+@pytest.mark.timeout(240)
+def test_ddp_spawn_brings_back_a_model_of_several_mib(start_cli, tmp_path):
+    """Rank 0's result used to travel through a pipe that held ~64 KiB: a bigger model
+    deadlocked the parent, rank 0 and rank 1 forever. It now travels through a file."""
+    proc = start_cli(
+        "fit",
+        "-c",
+        CONFIG,
+        "--trainer.devices",
+        "2",
+        "--trainer.strategy",
+        "ddp_spawn",
+        "--model.init_args.hidden",
+        "16384",
+        "--trainer.max_epochs",
+        "1",
+        "--trainer.limit_train_batches",
+        "2",
+        "--trainer.limit_val_batches",
+        "1",
+        "--data.init_args.num_samples",
+        "512",
+    )
+    returncode, out, err = finish(proc, timeout=220)
+    assert returncode == 0, err
+    (last,) = tmp_path.glob("**/checkpoints/last.ckpt")
+    weights = torch.load(last, weights_only=True)["state_dict"]
+    assert sum(t.numel() * t.element_size() for t in weights.values()) > 4 * 2**20
+    assert "fit done in" in out
+
+
+@pytest.mark.timeout(180)
+def test_sigterm_during_start_up_stops_every_rank_and_blames_none(start_cli, tmp_path):
+    marker = tmp_path / "starting-rank"
+    proc = start_cli(
+        "fit",
+        "-c",
+        CONFIG,
+        "--model",
+        "tests.helpers.models.SlowStart",
+        "--model.init_args.marker",
+        str(marker),
+        "--trainer.devices",
+        "2",
+    )
+    deadline = time.monotonic() + 120
+    ready = [Path(f"{marker}{rank}") for rank in range(2)]
+    while not all(p.exists() for p in ready) and proc.poll() is None:
+        assert time.monotonic() < deadline, "the ranks never started"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    returncode, _, err = finish(proc, timeout=60)
+    assert returncode == 128 + signal.SIGTERM, err
+    assert "arrived while the ranks were starting" in err
+    assert "was killed by" not in err and "[rank" not in err

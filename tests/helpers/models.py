@@ -136,3 +136,29 @@ class Failing(AutoEncoder):
                 time.sleep(600)
             os.kill(os.getpid(), 9)
         return super().training_step(batch, batch_idx)
+
+
+class Noisy(AutoEncoder):
+    """The demo autoencoder with a library that insists on warning at every step."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.warn("old_api is deprecated; use new_api", FutureWarning, stacklevel=1)
+        return super().training_step(batch, batch_idx)
+
+
+class SlowStart(AutoEncoder):
+    """The demo autoencoder whose ranks (not the launcher) linger in start-up, after creating
+    ``marker`` + their local rank: a job that is reliably still starting."""
+
+    def __init__(self, marker: str = "", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        local_rank = os.environ.get("LOCAL_RANK")
+        if marker and local_rank is not None:
+            import time
+
+            Path(f"{marker}{local_rank}").touch()
+            time.sleep(60)

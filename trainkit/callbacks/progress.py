@@ -100,8 +100,9 @@ class ProgressBar(Callback):
             )
 
     def on_validation_batch_end(self, trainer, module, outputs, batch, batch_idx, dataloader_idx=0):
-        if self._val_task is not None:
-            self._progress.update(self._val_task, completed=batch_idx + 1)
+        if self._val_task is not None:  # each loader restarts batch_idx and sets its total
+            total = trainer.num_eval_batches or None
+            self._progress.update(self._val_task, total=total, completed=batch_idx + 1)
 
     def on_validation_epoch_end(self, trainer: Any, module: Any) -> None:
         if self._val_task is not None:

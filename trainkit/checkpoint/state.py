@@ -68,7 +68,8 @@ def restore(state: RunState, path: str, full: bool, weights_only: bool = True) -
         check_fits(module, checkpoint["state_dict"], str(path))
         raise CheckpointError(f"checkpoint {str(path)!r} does not fit: {err}") from err
     state.hooks.call_callbacks("on_load_checkpoint", checkpoint)
-    if not full:
+    if not full:  # evaluated weights are logged at the step they were trained to
+        state.position.global_step = checkpoint.get("global_step", 0)
         return checkpoint
     require_resume_state(checkpoint, str(path))
     states = checkpoint["optimizer_states"]

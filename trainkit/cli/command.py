@@ -20,6 +20,9 @@ def main(argv: list[str] | None = None) -> None:
 
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # the user's own package next to their config, as python -m
+    from trainkit.cli.quiet_warnings import show_each_warning_once
+
+    show_each_warning_once()
     cli = TrainkitCLI(args=argv)
     code = PREEMPTED_EXIT_CODE if getattr(cli.trainer, "preempted", None) else 0
     finish_rank(code)
@@ -54,6 +57,7 @@ def fail(message: str, prog: str = "trainkit") -> None:
 
 
 def top_help(prog: str) -> str:
+    example = "configs/autoencoder.yaml" if prog == "trainkit" else "config.yaml"
     lines = [
         f"usage: {prog} [-h] {{{','.join(SUBCOMMANDS)}}} [-c CONFIG] [--section.key VALUE ...]",
         "",
@@ -65,7 +69,7 @@ def top_help(prog: str) -> str:
         "config sections: model, data, trainer, optimizer, lr_scheduler, seed_everything, ckpt_path",
         f"every option of a subcommand: {prog} fit --help",
         f"one model class:              {prog} fit --model.help my_package.MyModel",
-        f"example:                      {prog} fit -c configs/autoencoder.yaml --trainer.devices 2",
+        f"example:                      {prog} fit -c {example} --trainer.devices 2",
     ]
     return "\n".join(lines)
 
@@ -122,6 +126,29 @@ def typed_device_options(args: list[str]) -> list[str]:
     return typed
 
 
+def invalid_yaml_file(argv: list[str]) -> str | None:
+    """For a config that does not parse: the first ``-c`` file that is not valid YAML, with the
+    line and column of the problem (the parser names no file), or None."""
+    import yaml
+
+    for flag, value in itertools.pairwise(argv):
+        if flag not in ("-c", "--config"):
+            continue
+        try:
+            yaml.safe_load(Path(value).read_text(encoding="utf-8"))
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+            return (
+                f"config file {value!r} is not valid YAML: {problem}{where}; expected YAML "
+                "sections like model:, data:, trainer:; fix the syntax there"
+            )
+        except (OSError, UnicodeDecodeError):
+            continue
+    return None
+
+
 def _undecodable(argv: list[str]) -> str:
     """The first ``-c``/``--config`` file that is not UTF-8 (the decoder names no file)."""
     for flag, value in itertools.pairwise(argv):
@@ -172,7 +199,8 @@ class TrainkitCLI:
             from trainkit.cli.errors import summarize, unknown_options
 
             unknown = unknown_options(str(err), self.parser.get_defaults(), hint)
-            fail(unknown or summarize(str(err), hint), self.prog)
+            broken = invalid_yaml_file(argv) if "Problems parsing config" in str(err) else None
+            fail(unknown or broken or summarize(str(err), hint), self.prog)
         except ConfigError as err:
             fail(str(err), self.prog)
         except UnicodeDecodeError as err:
@@ -190,10 +218,13 @@ class TrainkitCLI:
                 self.prog,
             )
         except ValueError as err:  # jsonargparse wraps what a class's __init__ rejected
+            from trainkit.cli.errors import raised_in_init
+
             inner = _config_error_inside(err)
-            if inner is None:
+            rejected = raised_in_init(err, str(err)) if inner is None else None
+            if inner is None and rejected is None:
                 raise
-            fail(str(inner), self.prog)
+            fail(str(inner) if inner is not None else rejected, self.prog)
         if run:
             self.result = self.run()
 
@@ -218,7 +249,7 @@ class TrainkitCLI:
         """Call the Trainer method named by the subcommand."""
         from trainkit.checkpoint.io import CheckpointError
         from trainkit.cli.parser import check_ckpt_path
-        from trainkit.errors import ConfigError
+        from trainkit.errors import ConfigError, MisconfigurationError
 
         ckpt_path = self.config.get("ckpt_path")
         try:
@@ -243,7 +274,7 @@ class TrainkitCLI:
         method = getattr(self.trainer, self.subcommand)
         try:
             result = method(self.model, datamodule=self.datamodule, ckpt_path=ckpt_path)
-        except (ConfigError, CheckpointError) as err:  # found only once model or data ran
+        except (ConfigError, CheckpointError, MisconfigurationError) as err:  # found by the Trainer
             fail(str(err), self.prog)
         if self.subcommand == "predict":
             self._save_predictions(result)

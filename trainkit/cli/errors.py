@@ -12,6 +12,24 @@ _CLASS_PATH = re.compile(r"Problem with given class_path '([^']+)':\s*\n\s*([^\n
 _MISSING_FILE = re.compile(r"File does not exist: '([^']+)'")
 _SUBTYPE = re.compile(r"Subtypes: \[<class '([\w.]+)'>")
 _NESTED = re.compile(r"NestedArg\(key='([^']+)', val='([^']*)'\)")
+_NOT_ACCEPTED = re.compile(r"Option '([^']+)' is not accepted")
+_REQUIRED = re.compile(r"the following arguments are required: ([\w, ]+)")
+EXAMPLES = {
+    "TrainModule": "my_package.MyModel",
+    "DataModule": "my_package.MyData",
+    "Optimizer": "torch.optim.Adam",
+    "LRScheduler": "torch.optim.lr_scheduler.StepLR",
+}
+
+
+def _init_arg(section: str, name: str) -> str:
+    """``name``'s value inside a printed ``{'class_path': ..., 'init_args': {...}}``."""
+    import ast
+
+    try:
+        return str(ast.literal_eval(section)["init_args"][name])
+    except (ValueError, SyntaxError, KeyError, TypeError):
+        return section
 
 
 def summarize(message: str, help_hint: str) -> str:
@@ -26,6 +44,8 @@ def summarize(message: str, help_hint: str) -> str:
     nested = _NESTED.search(message)
     if nested:
         value = nested.group(2)
+    if value and value.startswith("{") and "'init_args'" in value and len(keys) > 1:
+        value = _init_arg(value, keys[-1])  # the value itself, not the whole class section
     class_problem = _CLASS_PATH.search(message)
     if class_problem and len(keys) <= 1:
         path, reason = class_problem.groups()
@@ -36,9 +56,10 @@ def summarize(message: str, help_hint: str) -> str:
     subtype = _SUBTYPE.search(message)
     if subtype and "." in subtype.group(1) and len(keys) <= 1 and value is not None:
         base = subtype.group(1).rsplit(".", 1)[-1]
+        example = EXAMPLES.get(base, "my_package.MyClass")
         return (
-            f"{key} {value!r} is not a known class; expected a subclass of {base} by class name "
-            f"or full class_path (e.g. torch.optim.Adam); {help_hint}"
+            f"{key} {value!r} is not a {base}; expected a subclass of {base} by class name "
+            f"or full class_path (e.g. {example}); {help_hint}"
         )
     if key and expected:
         return f"{key} {value!r}; expected {' or '.join(dict.fromkeys(expected))}; {help_hint}"
@@ -58,6 +79,18 @@ def class_path_problem(key: str, path: str, reason: str, help_hint: str) -> str:
     import os
 
     module = path.rpartition(".")[0]
+    required = _REQUIRED.search(reason)
+    if required:
+        names = [name.strip() for name in required.group(1).split(",")]
+        settings = ", ".join(f"{name}: ..." for name in names)
+        return (
+            f"{key} class_path {path!r} needs {', '.join(names)}; expected init_args with "
+            f"them ({key}: {{class_path: {path}, init_args: {{{settings}}}}}); see "
+            f"--{key}.help {path}"
+        )
+    unknown = _NOT_ACCEPTED.search(reason)
+    if unknown:
+        return unknown_init_argument(key, path, unknown.group(1), help_hint)
     missing = _NO_MODULE.search(reason)
     if missing and (module == missing.group(1) or module.startswith(missing.group(1) + ".")):
         return (
@@ -102,3 +135,74 @@ def unknown_options(message: str, defaults: Any, help_hint: str) -> str | None:
         f"unrecognized arguments: option {given!r} is unknown; expected one listed by "
         f"{help_hint.removeprefix('see ')}; {suggestion}(options are never abbreviated)"
     )
+
+
+def unknown_init_argument(key: str, path: str, name: str, help_hint: str) -> str:
+    """An init argument the class does not take: its accepted names and the closest one."""
+    import difflib
+    import importlib
+    import inspect
+
+    module, _, class_name = path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), class_name)
+        accepted = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    except (ImportError, AttributeError, TypeError, ValueError):
+        accepted = []
+    accepted = [p for p in accepted if p not in ("args", "kwargs")]
+    close = difflib.get_close_matches(name, accepted, n=1)
+    return (
+        f"{key}.init_args {name!r} is not an argument of {path}; expected one of "
+        f"{', '.join(accepted) or '(none)'}; "
+        + (f"did you mean {close[0]!r}? " if close else "")
+        + f"see {help_hint.removeprefix('see ')} or --{key}.help {path}"
+    )
+
+
+def raised_in_init(error: BaseException, message: str) -> str | None:
+    """When a model or data ``__init__`` raised on the values it was given: the section and
+    the class's own message (the root cause jsonargparse wrapped), else None."""
+    root = error
+    seen: set[int] = set()
+    while (root.__cause__ or root.__context__) is not None and id(root) not in seen:
+        seen.add(id(root))
+        root = root.__cause__ or root.__context__  # type: ignore[assignment]
+    if root is error:
+        return None
+    tb = root.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = tb.tb_frame.f_code.co_filename if tb is not None else ""
+    if "jsonargparse" in where:
+        return None
+    given = _GIVEN_CLASS.search(message)
+    if given is None:
+        return None
+    path, arguments = given.groups()
+    section = _section_of(path)
+    return (
+        f"{section} {path}({arguments}) was rejected by the class: {type(root).__name__}: "
+        f"{root}; expected values {path.rpartition('.')[2]} accepts; change {section}.init_args"
+    )
+
+
+_GIVEN_CLASS = re.compile(r"Namespace\(class_path='([^']+)', init_args=Namespace\(([^)]*)\)")
+
+
+def _section_of(path: str) -> str:
+    """The config section a class belongs in: model, data, optimizer or lr_scheduler."""
+    import importlib
+
+    module, _, name = path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return "model"
+    for base in type.mro(cls) if isinstance(cls, type) else ():
+        if base.__name__ in ("DataModule", "LightningDataModule"):
+            return "data"
+        if base.__name__ == "LRScheduler":
+            return "lr_scheduler"
+        if base.__name__ == "Optimizer":
+            return "optimizer"
+    return "model"

@@ -24,6 +24,15 @@ class CSVLogger(Logger):
     def metrics_file(self) -> Path:
         return Path(self.log_dir) / "metrics.csv"
 
+    def _keep_existing_rows(self, path: Path) -> None:
+        with path.open(newline="") as handle:
+            reader = csv.DictReader(handle)
+            existing = [{k: v for k, v in row.items() if v != ""} for row in reader]
+            columns = dict.fromkeys(reader.fieldnames or [])
+        self.rows[:0] = existing
+        self._columns = {**columns, **self._columns}
+        self._written = 0
+
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         self.rows.append({"step": step, **metrics})
         for key in metrics:
@@ -34,6 +43,8 @@ class CSVLogger(Logger):
             return
         path = self.metrics_file
         path.parent.mkdir(parents=True, exist_ok=True)
+        if self._written == 0 and path.is_file():  # a run's folder reused (an evaluation): append
+            self._keep_existing_rows(path)
         with path.open("w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=list(self._columns))
             writer.writeheader()

@@ -45,12 +45,14 @@ class EvalLoop:
         results: list[dict[str, torch.Tensor]] = []
         grad_off = torch.no_grad() if state.stage == "fit" else torch.inference_mode()
         limit_name = f"limit_{'val' if stage == 'validation' else stage}_batches"
+        totals = [limited_batches(loader, limit, limit_name) for loader in loaders]
+        # known before the start hooks, so a progress bar shows the right total from the start
+        state.num_eval_batches = totals[0] if totals and totals[0] != math.inf else 0
         try:
             with grad_off:
                 hooks.call(f"on_{stage}_start")
                 hooks.call(f"on_{stage}_epoch_start")
-                for loader_idx, loader in enumerate(loaders):
-                    total = limited_batches(loader, limit, limit_name)
+                for loader_idx, (loader, total) in enumerate(zip(loaders, totals)):
                     state.num_eval_batches = total if total != math.inf else 0
                     extra = (loader_idx,) if len(loaders) > 1 else ()
                     for batch_idx, batch in enumerate(start_iterating(loader, state.preemption)):

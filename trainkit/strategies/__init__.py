@@ -57,6 +57,7 @@ __all__ = [
     "STRATEGIES",
     "DDPSpawnStrategy",
     "DDPStrategy",
+    "DeepSpeedStrategy",
     "Placement",
     "SingleDeviceStrategy",
     "Strategy",

@@ -185,6 +185,10 @@ class Strategy:
         """``num_replicas``/``rank`` for DistributedSampler, or None when not distributed."""
         return None
 
+    def describe(self) -> str:
+        """The strategy as the startup table shows it (name, and what it does if not obvious)."""
+        return self.name
+
     def unwrap(self, wrapped: nn.Module) -> nn.Module:
         return wrapped
 

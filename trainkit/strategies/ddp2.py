@@ -29,6 +29,9 @@ class DDP2Strategy(DDPStrategy):
         self._dp = DataParallelStrategy()
         self._dp.connect(dataclasses.replace(placement, num_nodes=1))
 
+    def describe(self) -> str:
+        return "ddp2 (one process per node, dp over its devices)"
+
     @property
     def processes_per_node(self) -> int:
         return 1

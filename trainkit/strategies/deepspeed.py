@@ -100,9 +100,15 @@ class DeepSpeedStrategy(DDPStrategy):
                 "trainer.strategy",
                 self.name,
                 "the deepspeed package installed",
-                "pip install 'trainkit[deepspeed]', or use the built-in strategy fsdp with cpu_offload: true",
+                "pip install -e '.[deepspeed]' in the trainkit checkout, or use the built-in strategy fsdp with cpu_offload: true",
             ) from None
         super().connect(placement)
+
+    def describe(self) -> str:
+        zero = self.config.get("zero_optimization", {})
+        offload = [part for part in ("optimizer", "param") if f"offload_{part}" in zero]
+        where = f", {' and '.join(offload)} offloaded to CPU" if offload else ""
+        return f"deepspeed (ZeRO stage {self.stage}{where})"
 
     @property
     def stage(self) -> int:

@@ -82,6 +82,9 @@ class DataParallelStrategy(Strategy):
                 "use ddp2 (dp inside each node, ddp across nodes) or ddp",
             )
 
+    def describe(self) -> str:
+        return f"dp (one process; each batch split over {self.selection.count} devices)"
+
     @property
     def root_device(self) -> torch.device:
         if self.selection.accelerator == "gpu":

@@ -165,3 +165,57 @@ def build_callbacks(callbacks: Any, progress: bool, checkpointing: bool) -> list
 def sort_callbacks(items: list[Callback]) -> list[Callback]:
     """Monitoring callbacks last: early stopping, then checkpointing, then the progress bar."""
     return sorted(items, key=lambda cb: getattr(cb, "order", 0))
+
+
+STAGE_DATA = {"fit": "train", "validate": "val", "test": "test", "predict": "predict"}
+STAGE_STEP = {"validate": "validation_step", "test": "test_step", "predict": "predict_step"}
+
+
+def check_stage_inputs(stage: str, model: Any, datamodule: Any, loaders: Any) -> None:
+    """Before any rank starts: a model that can run ``stage`` (its step method) and data for
+    it (dataloaders given, a DataModule, or the model's own ``*_dataloader``)."""
+    from torch import nn
+
+    from trainkit.datamodule import DataModule
+    from trainkit.errors import MisconfigurationError
+    from trainkit.module import TrainModule, defines_training_step
+
+    if model is None:
+        raise MisconfigurationError(
+            f"Trainer.{stage}() needs a model; none was given or fitted before"
+        )
+    name = type(model).__name__
+    step = STAGE_STEP.get(stage, "training_step")
+    defined = (
+        defines_training_step(model)
+        if stage == "fit"
+        else getattr(type(model), step, None) is not getattr(TrainModule, step, None)
+    )
+    if stage == "predict" and not defined:  # the default predict_step calls forward
+        defined = getattr(type(model), "forward", None) is not nn.Module.forward
+    if not defined:
+        raise MisconfigurationError(
+            f"{stage} needs {step}; {name} defines none; expected a method "
+            f"{step}(self, batch, batch_idx){' (or forward)' if stage == 'predict' else ''}; "
+            f"add it to {name}"
+        )
+    method = f"{STAGE_DATA[stage]}_dataloader"
+    given = loaders[0] if isinstance(loaders, tuple) and loaders else loaders
+    if given is not None:
+        return
+    source = datamodule if datamodule is not None else model
+    if isinstance(source, DataModule):
+        has = getattr(type(source), method, None) is not getattr(DataModule, method, None)
+    else:
+        has = callable(getattr(source, method, None))
+    if not has:
+        where = (
+            f"{type(source).__name__} (the data section)"
+            if datamodule is not None
+            else (f"there is no data section and {name}")
+        )
+        raise MisconfigurationError(
+            f"{stage} needs {STAGE_DATA[stage]} data; {where} defines no {method}; expected a "
+            f"DataModule with {method} (data: class_path: my_package.MyData) or {method} on the "
+            f"model; add {method} or a data section"
+        )

@@ -10,6 +10,7 @@ from trainkit.errors import MisconfigurationError
 from trainkit.loggers.base import next_version
 from trainkit.loops.hooks import HookDispatcher
 from trainkit.loops.metric_hub import MetricHub
+from trainkit.loops.optimizer_step import OptimizerStep
 from trainkit.loops.state import LoopLimits, RunState
 from trainkit.module import defines_optimizers
 from trainkit.optim import parse_optimizers
@@ -45,9 +46,17 @@ def new_run_state(
     return state
 
 
-def setup_run(state: RunState, owner: Any, stage: str, model: Any, datamodule: Any) -> None:
+def setup_run(
+    state: RunState,
+    owner: Any,
+    stage: str,
+    model: Any,
+    datamodule: Any,
+    evaluated: str | None = None,
+) -> None:
     """Join the process group, agree on the log folder, then run prepare_data/setup hooks;
-    ``owner`` (the Trainer) is what ``model.trainer`` and ``datamodule.trainer`` become."""
+    ``owner`` (the Trainer) is what ``model.trainer`` and ``datamodule.trainer`` become;
+    ``evaluated``: the checkpoint a validate/test/predict run loads (its results go beside it)."""
     strategy = state.strategy
     strategy.setup_environment()
     state.stage = stage
@@ -60,6 +69,8 @@ def setup_run(state: RunState, owner: Any, stage: str, model: Any, datamodule: A
     if not state.model_callbacks_added:
         state.callbacks[:] = sort_callbacks([*state.callbacks, *model.configure_callbacks()])
         state.model_callbacks_added = True
+    if evaluated is not None:
+        join_run_of(state.loggers, evaluated)
     resolve_log_dir(state)
     if state.datamodule is not None:
         if strategy.local_rank == 0:
@@ -86,6 +97,18 @@ def teardown_run(state: RunState, stage: str) -> None:
     state.metrics.active = None
 
 
+def join_run_of(loggers: list[Any], checkpoint: str) -> None:
+    """Loggers without a version write into the run folder that holds ``checkpoint``
+    (``save_dir/name/version_N/checkpoints/x.ckpt``), so an evaluation sits beside its fit."""
+    path = Path(checkpoint).resolve()
+    run = path.parent.parent if path.parent.name == "checkpoints" else None
+    for logger in loggers:
+        home = (Path(logger.save_dir) / logger.name).resolve()
+        if run is not None and logger.version is None and run.parent == home:
+            number = run.name.removeprefix("version_")
+            logger.version = int(number) if number.isdigit() else run.name
+
+
 def resolve_log_dir(state: RunState) -> None:
     """Pick ``version_N`` on rank 0 and share it, so every rank writes to one folder."""
     if state.log_dir is not None:
@@ -105,8 +128,11 @@ def resolve_log_dir(state: RunState) -> None:
         state.log_dir = state.default_root_dir
     if strategy.is_global_zero:
         Path(state.log_dir).mkdir(parents=True, exist_ok=True)
-        if state.cli_config is not None:
-            (Path(state.log_dir) / "config.yaml").write_text(state.cli_config)
+        config = Path(state.log_dir) / "config.yaml"
+        if state.cli_config is not None and (state.stage == "fit" or not config.exists()):
+            config.write_text(state.cli_config)
+        elif state.cli_config is not None:  # an evaluation beside a fit keeps the fit's config
+            config.with_name(f"config_{state.stage}.yaml").write_text(state.cli_config)
 
 
 def log_hyperparams(state: RunState, run_summary: Any) -> None:
@@ -146,3 +172,15 @@ def setup_model_and_optimizers(state: RunState) -> None:
             f"{len(state.optimizers)} optimizers need manual optimization: set "
             "self.automatic_optimization = False and step them in training_step"
         )
+
+
+def setup_fit(state: RunState, train: list[Any], val: list[Any]) -> None:
+    """Loaders, wrapped model, optimizers and the optimizer step of a fit."""
+    if not train:
+        raise MisconfigurationError(
+            "fit needs training data: pass train_dataloaders, a datamodule, or define train_dataloader"
+        )
+    state.train_loader = train[0]
+    state.val_loaders = val if state.limits.limit_val_batches != 0 else []
+    setup_model_and_optimizers(state)
+    state.stepper = OptimizerStep(state)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from typing import Any
@@ -40,13 +41,14 @@ def summarize_run(
         samples = len(dataset) if dataset is not None else None
     except TypeError:
         samples = None
-    devices = (
-        ",".join(map(str, selection.ids))
-        if selection.accelerator == "gpu"
-        else f"{selection.count} process(es)"
-    )
+    if selection.accelerator == "gpu":
+        devices = ",".join(map(str, selection.ids))
+    elif not strategy.is_distributed and selection.count > 1:  # dp on CPU
+        devices = f"{selection.count} batch chunks in one process"
+    else:
+        devices = f"{selection.count} process(es)"
     return RunSummary(
-        strategy=strategy.name,
+        strategy=strategy.describe(),
         backend=getattr(strategy, "backend", "-") if strategy.is_distributed else "-",
         accelerator=selection.accelerator,
         devices=devices,
@@ -65,6 +67,7 @@ def summarize_run(
         total_steps=limits.total_steps(batches),
         seed=os.environ.get("TRAINKIT_GLOBAL_SEED", "not set"),
         log_dir=state.log_dir or state.default_root_dir,
+        processes_per_node=strategy.processes_per_node if strategy.is_distributed else 1,
     )
 
 
@@ -76,3 +79,25 @@ def print_summary(summary: RunSummary) -> None:
         Console().print(summary.render(rich=True))
     else:
         print(summary.render(rich=False), flush=True)
+
+
+def resumed(summary: RunSummary, path: str, position: Any) -> RunSummary:
+    """The summary of a fit that continues ``path`` at ``position``."""
+    at = f"epoch {position.epoch}, step {position.global_step} of {summary.total_steps}"
+    return dataclasses.replace(summary, resumed_from=path, resumed_at=at)
+
+
+def print_closing(state: RunState, checkpoint_callback: Any, seconds: float) -> None:
+    """After fit, on rank 0: where the checkpoints and logs are, the best score, the wall time."""
+    position = state.position
+    lines = [f"fit done in {seconds:.1f} s: epoch {position.epoch}, step {position.global_step}"]
+    callback = checkpoint_callback
+    if callback is not None and callback.best_model_path:
+        score = getattr(callback, "best_model_score", None)
+        monitored = f" ({callback.monitor}={float(score):.6g})" if score is not None else ""
+        lines.append(f"  best checkpoint  {callback.best_model_path}{monitored}")
+    if callback is not None and callback.last_model_path:
+        lines.append(f"  last checkpoint  {callback.last_model_path}")
+    if state.loggers:
+        lines.append(f"  logs             {state.log_dir}  (tensorboard --logdir {state.log_dir})")
+    print("\n".join(lines), flush=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,9 @@ from trainkit.errors import ConfigError, MisconfigurationError
 from trainkit.loggers.base import Logger
 from trainkit.loops.evaluation import EvalLoop
 from trainkit.loops.fit import FitLoop
-from trainkit.loops.optimizer_step import OptimizerStep
 from trainkit.loops.predict import PredictLoop
 from trainkit.metrics import to_float
-from trainkit.module import TrainModule, defines_training_step
+from trainkit.module import TrainModule
 from trainkit.profiler import build_profiler
 from trainkit.scaling import RunSummary
 from trainkit.strategies import Placement, Strategy, select_strategy
@@ -29,6 +29,7 @@ from trainkit.trainer import spawned
 from trainkit.trainer.arguments import (
     build_callbacks,
     build_loggers,
+    check_stage_inputs,
     check_strategy_settings,
     check_writable_dir,
     loop_limits,
@@ -39,11 +40,11 @@ from trainkit.trainer.properties import TrainerProperties
 from trainkit.trainer.stage import (
     log_hyperparams,
     new_run_state,
-    setup_model_and_optimizers,
+    setup_fit,
     setup_run,
     teardown_run,
 )
-from trainkit.trainer.summary import print_summary, summarize_run
+from trainkit.trainer.summary import print_closing, print_summary, resumed, summarize_run
 
 
 class Trainer(TrainerProperties):
@@ -246,14 +247,8 @@ class Trainer(TrainerProperties):
         loaders: tuple,
     ) -> Any:
         model = model if model is not None else self.lightning_module
-        if model is None:
-            raise MisconfigurationError(
-                f"Trainer.{stage}() needs a model; none was given or fitted before"
-            )
-        if stage == "fit" and not defines_training_step(model):
-            raise MisconfigurationError(
-                f"{type(model).__name__} defines no training_step; fit needs one"
-            )
+        data = datamodule if datamodule is not None else self.datamodule
+        check_stage_inputs(stage, model, data, loaders)
         self.strategy.check_module(model)
         launcher = choose_launcher(self.strategy)
         if launcher is None:
@@ -266,7 +261,9 @@ class Trainer(TrainerProperties):
         result = launcher.launch(
             self._run_spawned_rank, stage, model, datamodule, ckpt_path, loaders
         )
-        return self._adopt_spawned_result(result, model, datamodule)
+        spawned.adopt_rank_result(self.run_state, result, model, datamodule)  # rank 0's
+        model.trainer = self
+        return result["output"]
 
     def _run_spawned_rank(
         self,
@@ -282,19 +279,14 @@ class Trainer(TrainerProperties):
         output = self._run_stage(stage, model, datamodule, ckpt_path, loaders)
         return spawned.rank_result(self.run_state, output)
 
-    def _adopt_spawned_result(self, result: dict[str, Any], model: Any, datamodule: Any) -> Any:
-        """In the caller of spawned ranks: take rank 0's weights, position, metrics, log folder."""
-        spawned.adopt_rank_result(self.run_state, result, model, datamodule)
-        model.trainer = self
-        return result["output"]
-
     def _run_stage(
         self, stage: str, model: TrainModule, datamodule: Any, ckpt_path: str | None, loaders: tuple
     ) -> Any:
         state = self.run_state
         state.board.mark(rank_board.SETUP)
         try:
-            setup_run(state, self, stage, model, datamodule)
+            evaluated = self._checkpoint_file(ckpt_path) if stage != "fit" else None
+            setup_run(state, self, stage, model, datamodule, evaluated)
             if stage == "fit":
                 return self._fit(ckpt_path, *loaders)
             if stage == "predict":
@@ -306,27 +298,31 @@ class Trainer(TrainerProperties):
         finally:
             teardown_run(state, stage)
 
-    def _restore(self, ckpt_path: str | None, full: bool) -> None:
-        if ckpt_path is not None:
-            weights_only = self.checkpoint_weights_only
-            path = checkpoint_state.resolve_path(
-                ckpt_path, self.checkpoint_callback, self.default_root_dir, weights_only
-            )
-            checkpoint_state.restore(self.run_state, path, full, weights_only)
+    def _checkpoint_file(self, ckpt_path: str | None) -> str | None:
+        if ckpt_path is None:
+            return None
+        return checkpoint_state.resolve_path(
+            ckpt_path, self.checkpoint_callback, self.default_root_dir, self.checkpoint_weights_only
+        )
+
+    def _restore(self, ckpt_path: str | None, full: bool) -> str | None:
+        """Load ``ckpt_path`` (fully, to resume fit) and say so; returns the file loaded."""
+        path = self._checkpoint_file(ckpt_path)
+        if path is None:
+            return None
+        checkpoint = checkpoint_state.restore(
+            self.run_state, path, full, self.checkpoint_weights_only
+        )
+        if self.is_global_zero:
+            epoch = self.current_epoch if full else checkpoint.get("epoch", "?")
+            at = f"epoch {epoch}, step {self.global_step}"
+            what = f"resuming at {at}" if full else f"evaluating the weights of {at}"
+            print(f"trainkit: loaded {path}; {what}", flush=True)
+        return path
 
     def _fit(self, ckpt_path: str | None, train_loaders: Any, val_loaders: Any) -> None:
-        state = self.run_state
-        train = self._loaders("train", train_loaders)
-        if not train:
-            raise MisconfigurationError(
-                "fit needs training data: pass train_dataloaders, a datamodule, or define train_dataloader"
-            )
-        state.train_loader = train[0]
-        state.val_loaders = self._loaders("val", val_loaders)
-        if state.limits.limit_val_batches == 0:
-            state.val_loaders = []
-        setup_model_and_optimizers(state)
-        state.stepper = OptimizerStep(state)
+        state, started = self.run_state, time.perf_counter()
+        setup_fit(state, self._loaders("train", train_loaders), self._loaders("val", val_loaders))
         self.run_summary = summarize_run(
             state,
             self.selection,
@@ -334,7 +330,9 @@ class Trainer(TrainerProperties):
             self.reference_batch_size,
             self.effective_batch_size,
         )
-        self._restore(ckpt_path, full=True)
+        resumed_from = self._restore(ckpt_path, full=True)
+        if resumed_from is not None:
+            self.run_summary = resumed(self.run_summary, resumed_from, state.position)
         log_hyperparams(state, self.run_summary)
         if self.is_global_zero and self._show_summary:
             print_summary(self.run_summary)
@@ -346,6 +344,8 @@ class Trainer(TrainerProperties):
             self._save_preemption_checkpoint,
             checkpoint_state.last_checkpoint_path(self.checkpoint_callback, self.log_dir),
         )
+        if self.is_global_zero and self._show_summary and self.preempted is None:
+            print_closing(state, self.checkpoint_callback, time.perf_counter() - started)
 
     def _save_preemption_checkpoint(self, path: str) -> None:
         self.save_checkpoint(path)

@@ -212,6 +212,13 @@ class RankGroup:
                 file=sys.stderr,
             )
             return PREEMPTED_EXIT_CODE, False
+        if self._signalled is not None and -self._signalled in codes:
+            print(
+                f"trainkit: {name} arrived while the ranks were starting, before they could save "
+                "a checkpoint; stopped every rank (nothing to resume from this run)",
+                file=sys.stderr,
+            )
+            return 128 + self._signalled, False
         if self._signalled is not None and any(codes):
             print(f"trainkit: stopped all ranks on {name}", file=sys.stderr)
             return 128 + self._signalled, False
@@ -240,10 +247,12 @@ class RankGroup:
         saved and stopped on a stop signal (PREEMPTED_EXIT_CODE) is no failure."""
         while True:
             codes = [proc.poll() for proc in self.procs]
+            # a rank ended by the stop signal we forwarded (before it could catch it) is no failure
+            stopped = -self._signalled if self._signalled is not None else None
             failed = [
                 rank
                 for rank, code in enumerate(codes)
-                if code not in (None, 0, PREEMPTED_EXIT_CODE)
+                if code not in (None, 0, PREEMPTED_EXIT_CODE, stopped)
             ]
             if failed and not self._forced:
                 time.sleep(POLL_SECONDS)  # let near-simultaneous failures land to find the first

@@ -1,0 +1,45 @@
+"""Classes with the mistakes new users make, for the errors-that-teach table."""
+
+from __future__ import annotations
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from trainkit import DataModule, TrainModule
+
+
+class Picky(TrainModule):
+    """Rejects a value in its own ``__init__`` with a message of its own."""
+
+    def __init__(self, width: int = 4) -> None:
+        super().__init__()
+        if width > 100:
+            raise ValueError(f"width {width} is too wide for this toy; use at most 100")
+        self.layer = torch.nn.Linear(width, 1)
+
+    def training_step(self, batch, batch_idx):
+        return self.layer(batch[0]).sum()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class TrainsOnly(TrainModule):
+    """A module with training_step and nothing else: no test/validation/predict step, no forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(32, 1)
+
+    def training_step(self, batch, batch_idx):
+        return self.layer(batch[0]).pow(2).mean()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class OnlyTrainData(DataModule):
+    """A DataModule with a train loader only."""
+
+    def train_dataloader(self):
+        return DataLoader(TensorDataset(torch.randn(64, 32)), batch_size=8)

@@ -1,0 +1,127 @@
+"""Mistakes a new user makes, each answered with exit code 2 and one line that names the key,
+the bad value and the fix; never a traceback, never a silent exit 0."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+from trainkit.cli import main
+
+CONFIG = str(REPO / "configs" / "autoencoder.yaml")
+FIT = ["fit", "-c", CONFIG]
+
+FILES = {
+    "wrong_type.yaml": "model:\n  class_path: trainkit.demos.autoencoder.AutoEncoder\n"
+    "  init_args:\n    hidden: big\n",
+    "broken.yaml": "model:\n  class_path: trainkit.demos.autoencoder.AutoEncoder\n"
+    "  init_args: {hidden: [1, 2\n",
+    "no_data.yaml": "model:\n  class_path: trainkit.demos.autoencoder.AutoEncoder\n"
+    "trainer:\n  max_epochs: 1\n",
+}
+
+CASES = {
+    "a misspelled init argument": (
+        [*FIT, "--model.init_args.hiden", "32"],
+        ["'hiden' is not an argument of trainkit.demos.autoencoder.AutoEncoder", "'hidden'?"],
+    ),
+    "a wrong type in YAML quotes the value": (
+        [*FIT, "-c", "wrong_type.yaml"],
+        ["model.init_args.hidden 'big'; expected int"],
+    ),
+    "a YAML syntax error names the file and line": (
+        ["fit", "-c", "broken.yaml"],
+        ["config file 'broken.yaml' is not valid YAML", "line 4"],
+    ),
+    "no data section for fit": (
+        ["fit", "-c", "no_data.yaml"],
+        ["fit needs train data; there is no data section", "add train_dataloader or a data"],
+    ),
+    "test with a DataModule without test_dataloader": (
+        ["test", "-c", CONFIG, "--data", "tests.helpers.mistakes.OnlyTrainData"],
+        ["OnlyTrainData (the data section) defines no test_dataloader"],
+    ),
+    "validate with a DataModule without val_dataloader": (
+        ["validate", "-c", CONFIG, "--data", "tests.helpers.mistakes.OnlyTrainData"],
+        ["defines no val_dataloader"],
+    ),
+    "a zero batch size": ([*FIT, "--data.init_args.batch_size", "0"], ["batch_size 0"]),
+    "a ValueError of the user's own __init__": (
+        [*FIT, "--model", "tests.helpers.mistakes.Picky", "--model.init_args.width", "500"],
+        ["model tests.helpers.mistakes.Picky(width=500) was rejected", "width 500 is too wide"],
+    ),
+    "a class that is no TrainModule": (
+        [*FIT, "--model", "torch.nn.Linear"],
+        ["'torch.nn.Linear' is not a TrainModule", "e.g. my_package.MyModel"],
+    ),
+    "a class that is no DataModule": (
+        [*FIT, "--data", "torch.nn.Linear"],
+        ["is not a DataModule", "e.g. my_package.MyData"],
+    ),
+    "test on a module without test_step": (
+        ["test", "-c", CONFIG, "--model", "tests.helpers.mistakes.TrainsOnly"],
+        ["test needs test_step; TrainsOnly defines none", "add it to TrainsOnly"],
+    ),
+    "validate on a module without validation_step": (
+        ["validate", "-c", CONFIG, "--model", "tests.helpers.mistakes.TrainsOnly"],
+        ["validate needs validation_step"],
+    ),
+    "predict on a module without predict_step or forward": (
+        ["predict", "-c", CONFIG, "--model", "tests.helpers.mistakes.TrainsOnly"],
+        ["predict needs predict_step", "(or forward)"],
+    ),
+    "a typo in an option": (
+        [*FIT, "--trainer.max_epoch", "3"],
+        ["'--trainer.max_epoch' is unknown", "did you mean --trainer.max_epochs?"],
+    ),
+    "GPU ids on a CPU machine": (
+        [*FIT, "--trainer.accelerator", "cpu", "--trainer.devices", "0,1"],
+        ["name GPUs; on CPU write devices: N"],
+    ),
+    "a model package that is not importable": (
+        [*FIT, "--model", "my_missing_project.Model"],
+        ["module 'my_missing_project' was not found", "pip install -e ."],
+    ),
+    "an unknown subcommand": (["train", "-c", CONFIG], ["subcommand 'train'; expected one of"]),
+    "a scheduler without an optimizer": (
+        [
+            *FIT,
+            "--lr_scheduler",
+            "torch.optim.lr_scheduler.StepLR",
+            "--lr_scheduler.init_args.step_size",
+            "2",
+        ],
+        ["lr_scheduler", "an optimizer section too"],
+    ),
+    "a class without its required argument": (
+        [
+            *FIT,
+            "--optimizer",
+            "torch.optim.SGD",
+            "--lr_scheduler",
+            "torch.optim.lr_scheduler.StepLR",
+        ],
+        ["'torch.optim.lr_scheduler.StepLR' needs step_size", "init_args: {step_size: ...}"],
+    ),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_mistake_is_one_line_exit_2_naming_the_fix(case, tmp_path, capsys, monkeypatch):
+    argv, expected = CASES[case]
+    for name, text in FILES.items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["trainkit"])
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--trainer.default_root_dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert exit_info.value.code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("trainkit: error: "), err
+    for text in expected:
+        assert text in lines[0], lines[0]
+    assert not list(tmp_path.glob("trainkit_logs/version_*")), "a failed start left a run folder"
