@@ -6,6 +6,11 @@ A tiny MLP (32->64->1, batch 32, SGD, one thread) is trained by (a) a raw loop, 
 logger/progress bar/checkpointing off, (c) trainkit with one self.log per step and the default
 loggers + progress bar on, (d) Lightning when importable. Runs are interleaved; medians reported.
 "loop" times only the batches (train start to train end); "fit" includes setup.
+
+    python scripts/bench_overhead.py --count-calls [--steps 200]
+
+counts instead the Python function calls per training step (sys.setprofile), a number that does
+not depend on the machine's load: the raw loop's, and trainkit's with and without logging.
 """
 
 from __future__ import annotations
@@ -145,12 +150,79 @@ def lightning_run(loader: DataLoader) -> tuple[float, float] | None:
     return timer.seconds, total
 
 
+class CallCounter:
+    """Counts Python function calls (profile 'call' events) while installed."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, frame, event, arg) -> None:
+        if event == "call":
+            self.calls += 1
+
+
+class CountingTimer(LoopTimer):
+    """Counts the Python calls of the training loop (train start to train end)."""
+
+    def __init__(self) -> None:
+        self.counter = CallCounter()
+
+    def on_train_start(self, trainer, module):
+        sys.setprofile(self.counter)
+
+    def on_train_end(self, trainer, module):
+        sys.setprofile(None)
+
+
+def count_calls(steps: int) -> None:
+    loader = make_loader(steps)
+    counter = CallCounter()
+    net = make_net()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+    sys.setprofile(counter)
+    for x, y in loader:
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.mse_loss(net(x), y)
+        loss.backward()
+        optimizer.step()
+    sys.setprofile(None)
+    rows = [("(a) raw PyTorch loop", counter.calls)]
+    for name, logged in (
+        ("(b) trainkit, no logger/bar/ckpt", False),
+        ("(c) trainkit, self.log + loggers + bar", True),
+    ):
+        timer = CountingTimer()
+        with tempfile.TemporaryDirectory() as root, redirect_stdout(io.StringIO()):
+            trainer = Trainer(
+                accelerator="cpu",
+                devices=1,
+                max_epochs=1,
+                num_sanity_val_steps=0,
+                default_root_dir=root,
+                logger=logged,
+                enable_progress_bar=logged,
+                enable_checkpointing=False,
+                callbacks=[timer],
+            )
+            trainer.fit(Net(log=logged), loader)
+        rows.append((name, timer.counter.calls))
+    print(f"steps={steps} torch={torch.__version__}  Python calls per training step")
+    raw_calls = rows[0][1] / steps
+    for name, calls in rows:
+        per_step = calls / steps
+        print(f"{name:<42} {per_step:8.1f}  +{per_step - raw_calls:6.1f} over raw")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=800)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--count-calls", action="store_true", help="count calls, not time")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.count_calls:
+        count_calls(args.steps)
+        return
     loader = make_loader(args.steps)
     runners = {
         "(a) raw PyTorch loop": lambda: raw(loader),

@@ -24,7 +24,13 @@ PACKAGE = textwrap.dedent("""
 
 
     class Line(tk.TrainModule):
+        '''A straight line through four inputs.'''
+
         def __init__(self, width: int = 4) -> None:
+            '''
+            Args:
+                width: How many inputs the line takes.
+            '''
             super().__init__()
             self.layer = torch.nn.Linear(width, 1)
 
@@ -137,3 +143,18 @@ def test_a_typo_in_an_option_name_suggests_the_option(run_cli, autoencoder_confi
     result = run_cli("fit", "-c", autoencoder_config, "--trainer.max_epoch", "3")
     assert result.returncode == 2
     assert "did you mean --trainer.max_epochs?" in result.stderr
+
+
+def test_help_with_a_config_shows_the_configured_model_and_its_docstring(project):
+    result = subprocess.run(
+        [sys.executable, "-m", "trainkit", "fit", "-c", "config.yaml", "--help"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=cli_env(),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "model: myproj.Line (from your config)" in result.stdout
+    assert "A straight line through four inputs" in result.stdout
+    assert "How many inputs the line takes." in result.stdout

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import sys
@@ -126,6 +127,36 @@ def typed_device_options(args: list[str]) -> list[str]:
     return typed
 
 
+def configured_classes(args: list[str]) -> dict[str, str]:
+    """The model/data classes the given configs and options name (``section -> class_path``)."""
+    import yaml
+
+    found: dict[str, str] = {}
+    for flag, value in itertools.pairwise(args):
+        if flag in ("-c", "--config"):
+            with contextlib.suppress(OSError, ValueError, yaml.YAMLError):
+                config = yaml.safe_load(Path(value).read_text(encoding="utf-8")) or {}
+                for section in ("model", "data"):
+                    spec = config.get(section) if isinstance(config, dict) else None
+                    if isinstance(spec, dict) and isinstance(spec.get("class_path"), str):
+                        found[section] = spec["class_path"]
+        elif flag in ("--model", "--data") and not value.startswith(("{", "-")):
+            found[flag.removeprefix("--")] = value
+    return found
+
+
+def print_help_with_classes(parser: Any, args: list[str]) -> None:
+    """``--help``, then the options and docstring of the model and data classes the config
+    names (jsonargparse alone shows only ``--model.help CLASS``)."""
+    with contextlib.suppress(SystemExit):
+        parser.parse_args(["--help"])
+    for section, class_path in configured_classes(args).items():
+        print(f"\n{section}: {class_path} (from your config)\n")
+        with contextlib.suppress(SystemExit):
+            parser.parse_args([f"--{section}.help", class_path])
+    raise SystemExit(0)
+
+
 def invalid_yaml_file(argv: list[str]) -> str | None:
     """For a config that does not parse: the first ``-c`` file that is not valid YAML, with the
     line and column of the problem (the parser names no file), or None."""
@@ -193,6 +224,8 @@ class TrainkitCLI:
             self.parser = build_parser(
                 f"{self.prog} {self.subcommand}", model_class, datamodule_class, self.subcommand
             )
+            if "-h" in argv[1:] or "--help" in argv[1:]:
+                print_help_with_classes(self.parser, argv[1:])
             self.config = self.parser.parse_args(typed_device_options(argv[1:]))
             self.model, self.datamodule, self.trainer = instantiate(self.parser, self.config)
         except ArgumentError as err:
