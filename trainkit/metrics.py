@@ -58,6 +58,7 @@ class MetricStore:
         self.batch: Any = None
         self._batch_size: int | None = None
         self.reducer: Callable[[Tensor, str], Tensor] | None = None
+        self.metric_objects: dict[str, Any] = {}  # torchmetrics Metrics logged this epoch
 
     def new_batch(self, batch: Any) -> None:
         """Point the store at the batch being processed (its size is read only if needed)."""
@@ -79,6 +80,9 @@ class MetricStore:
         meta = self.meta.get(name)
         if meta is None:
             meta = self._register(name, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist)
+        if is_metric_object(value):
+            self._log_metric_object(name, value, meta)
+            return
         if isinstance(value, Tensor):
             value = value.detach()
             if meta.sync_dist and meta.on_step and self.reducer is not None:
@@ -94,6 +98,20 @@ class MetricStore:
             if batch_size is None:
                 batch_size = self._current_batch_size()
             self._epoch_values[name].append((value, batch_size))
+
+    def _log_metric_object(self, name: str, metric: Any, meta: MetricMeta) -> None:
+        """A torchmetrics Metric: its step value is what its forward returned for this batch;
+        its epoch value is its own ``compute()`` (synced by the metric) at epoch end, then reset."""
+        if meta.on_step:
+            batch_value = metric._forward_cache  # noqa: SLF001 (forward()'s value is kept only here)
+            if batch_value is None:
+                raise ValueError(
+                    f"self.log({name!r}, {type(metric).__name__}) on_step needs the metric's "
+                    "value for this batch; expected metric(preds, target) in the step (not only "
+                    "metric.update(...)); call it, or log with on_step=False"
+                )
+            self.step_values[name] = _scalar(name, batch_value)
+        self.metric_objects[name] = metric
 
     def _register(self, name: str, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist):
         if reduce_fx not in REDUCE_FX:
@@ -137,6 +155,11 @@ class MetricStore:
             meta = self.meta[name]
             out[name] = self._reduce_entries(entries, meta)
             entries.clear()
+        for name, metric in self.metric_objects.items():
+            if self.meta[name].on_epoch:
+                out[name] = _scalar(name, metric.compute()).float()
+            metric.reset()
+        self.metric_objects.clear()
         return out
 
     def _reduce_entries(self, entries, meta: MetricMeta) -> Tensor:
@@ -182,6 +205,24 @@ class MetricStore:
                 continue
             out[meta.epoch_key(name)] = value
         return out
+
+
+def is_metric_object(value: Any) -> bool:
+    """Whether ``value`` is a torchmetrics ``Metric`` (or behaves as one): an nn.Module with
+    update, compute and reset. Checked without importing torchmetrics."""
+    return isinstance(value, torch.nn.Module) and all(
+        callable(getattr(value, name, None)) for name in ("update", "compute", "reset")
+    )
+
+
+def _scalar(name: str, value: Any) -> Tensor:
+    value = torch.as_tensor(value).detach()
+    if value.numel() != 1:
+        raise ValueError(
+            f"self.log({name!r}, ...) got a metric whose value has shape {tuple(value.shape)}; "
+            "expected a single number; log each element, or reduce it (e.g. average='macro')"
+        )
+    return value.reshape(())
 
 
 def to_float(value: Tensor | float) -> float:

@@ -153,8 +153,10 @@ class DeepSpeedStrategy(DDPStrategy):
         """Full weights for any device (stage 3 gathers its partitioned parameters: a collective)."""
         if self._engine is None or self.stage < 3:
             return {k: v.detach().cpu() for k, v in module.state_dict().items()}
-        # deepspeed's own stage-3 gather; its public save_16bit_model writes a file instead
-        gathered = self._engine._zero3_consolidated_16bit_state_dict() or {}  # noqa: SLF001
+        engine = (
+            self._engine
+        )  # deepspeed's stage-3 gather; the public save_16bit_model writes a file
+        gathered = engine._zero3_consolidated_16bit_state_dict() or {}  # noqa: SLF001 (see above)
         prefix = "module."
         return {k.removeprefix(prefix): v.float().cpu() for k, v in gathered.items()}
 
