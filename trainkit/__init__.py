@@ -14,6 +14,8 @@ _LAZY = {
     "Trainer": "trainkit.trainer",
     "TrainModule": "trainkit.module",
     "DataModule": "trainkit.datamodule",
+    "LightningModule": "trainkit.module",
+    "LightningDataModule": "trainkit.datamodule",
     "seed_everything": "trainkit.seed",
     "Callback": "trainkit.callbacks.base",
     "ModelCheckpoint": "trainkit.callbacks.checkpoint",

@@ -56,3 +56,8 @@ class DataModule:
         frame = inspect.currentframe()
         init_args = collect_init_args(frame.f_back, self) if frame else {}
         self._hparams = AttributeDict(select_hparams(init_args, names, ignore))
+
+
+LightningDataModule = (
+    DataModule  # Lightning's name, so ``import trainkit as pl`` code runs unchanged
+)

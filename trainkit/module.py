@@ -224,3 +224,6 @@ def defines_optimizers(module: TrainModule) -> bool:
     """Whether the module (its class, or the CLI's optimizer section) provides configure_optimizers."""
     configure = module.configure_optimizers
     return getattr(configure, "__func__", None) is not TrainModule.configure_optimizers
+
+
+LightningModule = TrainModule  # Lightning's name, so ``import trainkit as pl`` code runs unchanged
