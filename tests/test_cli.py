@@ -199,7 +199,7 @@ BAD_INPUTS = [
     (["fit", "-c", "{cfg}", "--trainer.max_epochs", "abc"], "trainer.max_epochs 'abc'"),
     (["fit"], "model"),
     (["fit", "--model", "nope.Nope"], "'nope.Nope'"),
-    (["fit", "-c", "{bad_yaml}"], "parsing config"),
+    (["fit", "-c", "{bad_yaml}"], "is not valid YAML"),
     (["fit", "-c", "{bad_interp}"], "model.init_args.nothere"),
     (["fit", "-c", "/nonexistent/config.yaml"], "'/nonexistent/config.yaml'"),
     (["fit", "-c", "{cfg}", "--trainer.devices", "3-1"], "'3-1'"),

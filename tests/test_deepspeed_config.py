@@ -48,7 +48,9 @@ def test_missing_package_says_how_to_install_and_names_fsdp(monkeypatch):
     from trainkit import Trainer
 
     monkeypatch.setitem(sys.modules, "deepspeed", None)  # makes `import deepspeed` fail
-    with pytest.raises(ConfigError, match=r"trainkit\[deepspeed\].*fsdp with cpu_offload"):
+    with pytest.raises(
+        ConfigError, match=r"pip install -e '\.\[deepspeed\]'.*fsdp with cpu_offload"
+    ):
         Trainer(accelerator="cpu", devices=2, strategy="deepspeed_stage_2")
 
 

@@ -62,15 +62,15 @@ CASES = {
     ),
     "test on a module without test_step": (
         ["test", "-c", CONFIG, "--model", "tests.helpers.mistakes.TrainsOnly"],
-        ["test needs test_step; TrainsOnly defines none", "add it to TrainsOnly"],
+        ["TrainsOnly defines no test_step; test needs one", "add it to TrainsOnly"],
     ),
     "validate on a module without validation_step": (
         ["validate", "-c", CONFIG, "--model", "tests.helpers.mistakes.TrainsOnly"],
-        ["validate needs validation_step"],
+        ["defines no validation_step; validate needs one"],
     ),
     "predict on a module without predict_step or forward": (
         ["predict", "-c", CONFIG, "--model", "tests.helpers.mistakes.TrainsOnly"],
-        ["predict needs predict_step", "(or forward)"],
+        ["defines no predict_step; predict needs one", "(or forward)"],
     ),
     "a typo in an option": (
         [*FIT, "--trainer.max_epoch", "3"],

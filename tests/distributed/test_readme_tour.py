@@ -71,11 +71,17 @@ def test_every_command_of_the_tour_works_in_a_fresh_folder(tmp_path, no_leftover
         outputs[command] = result.stdout
 
     runs = sorted((tmp_path / "trainkit_logs").glob("version_*"))
-    first, _two_ranks, resumed = runs[:3]
+    first, two_ranks, resumed = runs[:3]
     assert (first / "checkpoints" / "last.ckpt").is_file()
     assert "world size                 2" in next(v for k, v in outputs.items() if "devices 2" in k)
     last = torch.load(resumed / "checkpoints" / "last.ckpt", weights_only=True)
     assert last["epoch"] == 4, "the resumed fit did not reach max_epochs 5"
+    resume = next(v for k, v in outputs.items() if "--ckpt_path last" in k and " fit " in k)
+    loaded = two_ranks / "checkpoints" / "last.ckpt"  # the newest last.ckpt
+    (step,) = re.findall(rf"trainkit: loaded {loaded}; resuming at epoch 3, step (\d+)\n", resume)
+    steps = int(step) // 3 * 2  # 1 process takes twice the steps per epoch that 2 ranks took
+    assert f"resumes at                 epoch 3, step {step} of {int(step) + 2 * steps}" in resume
+    assert "fit done in" in resume and f"epoch 5, step {int(step) + 2 * steps}" in resume
     assert (resumed / "predictions.pt").is_file()  # evaluations sit beside the run they load
     assert yaml.safe_load((tmp_path / "resolved.yaml").read_text())["model"]["class_path"] == (
         "myproj.Regressor"

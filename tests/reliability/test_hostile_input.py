@@ -73,7 +73,7 @@ CASES: dict[str, tuple[list[str], dict[str, str], str]] = {
     "non-UTF-8 config": (["fit", "-c", "latin1.yaml"], {}, "'latin1.yaml' is not UTF-8"),
     "binary config": (["fit", "-c", "binary.yaml"], {}, "is not UTF-8"),
     "config is a list": (["fit", "-c", "list.yaml"], {}, "Unexpected config"),
-    "config syntax error": (["fit", "-c", "syntax.yaml"], {}, "Problems parsing config"),
+    "config syntax error": (["fit", "-c", "syntax.yaml"], {}, "'syntax.yaml' is not valid YAML"),
     "config is a folder": (["fit", "-c", "."], {}, "not a file"),
     # classes
     "class outside installed modules": (

@@ -195,7 +195,7 @@ def check_stage_inputs(stage: str, model: Any, datamodule: Any, loaders: Any) ->
         defined = getattr(type(model), "forward", None) is not nn.Module.forward
     if not defined:
         raise MisconfigurationError(
-            f"{stage} needs {step}; {name} defines none; expected a method "
+            f"{name} defines no {step}; {stage} needs one; expected a method "
             f"{step}(self, batch, batch_idx){' (or forward)' if stage == 'predict' else ''}; "
             f"add it to {name}"
         )

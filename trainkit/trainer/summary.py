@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import sys
 from typing import Any
@@ -81,10 +82,23 @@ def print_summary(summary: RunSummary) -> None:
         print(summary.render(rich=False), flush=True)
 
 
-def resumed(summary: RunSummary, path: str, position: Any) -> RunSummary:
-    """The summary of a fit that continues ``path`` at ``position``."""
-    at = f"epoch {position.epoch}, step {position.global_step} of {summary.total_steps}"
-    return dataclasses.replace(summary, resumed_from=path, resumed_at=at)
+def resumed(summary: RunSummary, path: str, state: RunState) -> RunSummary:
+    """The summary of a fit that continues ``path``: the steps already taken (at whatever rate
+    the earlier run had) plus those left at this run's rate."""
+    position, limits = state.position, state.limits
+    resume = state.stop.resume
+    skip = resume.skip if resume is not None else 0
+    per_epoch = summary.steps_per_epoch
+    if per_epoch == math.inf or limits.max_epochs == math.inf:
+        total = math.inf
+    else:
+        done_in_epoch = math.ceil(skip / limits.accumulate_grad_batches)
+        total = position.global_step + (limits.max_epochs - position.epoch) * per_epoch
+        total -= done_in_epoch
+    if limits.max_steps >= 0:
+        total = min(total, limits.max_steps)
+    at = f"epoch {position.epoch}, step {position.global_step} of {total}"
+    return dataclasses.replace(summary, total_steps=total, resumed_from=path, resumed_at=at)
 
 
 def print_closing(state: RunState, checkpoint_callback: Any, seconds: float) -> None:

@@ -332,7 +332,7 @@ class Trainer(TrainerProperties):
         )
         resumed_from = self._restore(ckpt_path, full=True)
         if resumed_from is not None:
-            self.run_summary = resumed(self.run_summary, resumed_from, state.position)
+            self.run_summary = resumed(self.run_summary, resumed_from, state)
         log_hyperparams(state, self.run_summary)
         if self.is_global_zero and self._show_summary:
             print_summary(self.run_summary)
