@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import subprocess
 import sys
 import textwrap
@@ -30,6 +31,15 @@ def test_fit_then_test_validate_predict_from_the_last_checkpoint(
     assert (run / "metrics.csv").is_file() and list(run.glob("events.out.tfevents.*"))
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert saved["trainer"]["max_epochs"] == 2 and saved["seed_everything"] == 42
+    closing = fit.stdout.split("fit done in", 1)[1]  # where everything went
+    assert "epoch 2, step 14" in closing.splitlines()[0]
+    for line in (
+        "best checkpoint",
+        "(the latest: no monitor",
+        "last checkpoint",
+        "tensorboard --logdir",
+    ):
+        assert line in closing
 
     test = run_cli("test", "-c", autoencoder_config, "--ckpt_path", "last")
     assert test.returncode == 0, test.stderr
@@ -41,6 +51,17 @@ def test_fit_then_test_validate_predict_from_the_last_checkpoint(
     path = Path(predict.stdout.strip().splitlines()[-1].split(" to ")[-1])
     predictions = torch.load(tmp_path / path if not path.is_absolute() else path)
     assert predictions[0].shape == (64, 4)
+
+    # each evaluation said what it loaded and wrote beside the run it evaluated
+    last = run.relative_to(tmp_path) / "checkpoints" / "last.ckpt"
+    assert f"trainkit: loaded {last}; evaluating the weights of epoch 1, step 14" in test.stdout
+    assert version_dirs(tmp_path) == [run], "an evaluation started a run folder of its own"
+    assert yaml.safe_load((run / "config.yaml").read_text()) == saved  # the fit's, kept
+    assert yaml.safe_load((run / "config_test.yaml").read_text())["ckpt_path"] == "last"
+    assert (tmp_path / path).parent == run
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+    assert any(row.get("epoch") == "0" for row in rows), "the fit's rows were lost"
+    assert [row["step"] for row in rows if row.get("test_loss")] == ["14"]  # the weights' step
 
 
 def test_fit_resumes_with_ckpt_path_last(run_cli, autoencoder_config, tmp_path):

@@ -66,19 +66,3 @@ def test_other_trainer_options_survive_a_device_option(tmp_path):
         tmp_path, "trainer: {max_epochs: 7}", "--trainer.devices", "2", "--trainer.max_steps", "9"
     )
     assert (trainer.max_epochs, trainer.max_steps, trainer.devices) == (7, 9, 2)
-
-
-@pytest.mark.parametrize("spec", ['"0"', "1,3", "[0, 1]"])
-def test_device_ids_on_cpu_exit_2_and_say_how_to_count_processes(run_cli, spec):
-    result = run_cli(
-        "fit",
-        "--model",
-        "trainkit.demos.autoencoder.AutoEncoder",
-        "--trainer.accelerator",
-        "cpu",
-        "--trainer.devices",
-        spec,
-    )
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "on CPU write devices: N for N processes" in lines[0]

@@ -20,6 +20,7 @@ FILES = {
     "  init_args: {hidden: [1, 2\n",
     "no_data.yaml": "model:\n  class_path: trainkit.demos.autoencoder.AutoEncoder\n"
     "trainer:\n  max_epochs: 1\n",
+    "broken_user_module.py": "import not_installed_pkg\n\nclass Thing: ...\n",
 }
 
 CASES = {
@@ -83,6 +84,27 @@ CASES = {
     "a model package that is not importable": (
         [*FIT, "--model", "my_missing_project.Model"],
         ["module 'my_missing_project' was not found", "pip install -e ."],
+    ),
+    "a class name the module lacks": (
+        [*FIT, "--model", "trainkit.demos.autoencoder.Nope"],
+        ["module 'trainkit.demos.autoencoder' has no 'Nope'; check the class name"],
+    ),
+    "a user module whose own import fails": (
+        [*FIT, "--model", "broken_user_module.Thing"],
+        ["importing 'broken_user_module' failed (No module named 'not_installed_pkg')"],
+    ),
+    "an abbreviated option with =": (
+        [*FIT, "--trainer.max_epoch=3"],
+        ["'--trainer.max_epoch' is unknown", "never abbreviated"],
+    ),
+    "an abbreviated top-level option": ([*FIT, "--seed", "1"], ["'--seed' is unknown"]),
+    "a quoted GPU id on CPU": (
+        [*FIT, "--trainer.accelerator", "cpu", "--trainer.devices", '"0"'],
+        ["trainer.devices '0'", "name GPUs"],
+    ),
+    "a GPU id list on CPU": (
+        [*FIT, "--trainer.accelerator", "cpu", "--trainer.devices", "[0, 1]"],
+        ["trainer.devices [0, 1]", "name GPUs"],
     ),
     "an unknown subcommand": (["train", "-c", CONFIG], ["subcommand 'train'; expected one of"]),
     "a scheduler without an optimizer": (

@@ -1,14 +1,12 @@
-"""What a run tells its user: which checkpoint it loaded (resuming is checked by the README
-tour test), a closing summary after fit, evaluations written beside the run they evaluate, a startup table that shows what
-actually runs, and third-party warnings shown once."""
+"""What a run tells its user: a startup table that shows what actually runs, and third-party
+warnings shown once (the closing summary of fit and which checkpoint an evaluation or a resume
+loaded: tests/test_cli.py and the README tour test)."""
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.helpers.models import Regression, regression_loader
 from trainkit import Callback
@@ -18,33 +16,6 @@ FAST = ["--trainer.max_epochs", "2", "--data.init_args.num_samples", "512"]
 
 def runs(root: Path) -> list[Path]:
     return sorted((root / "runs" / "autoencoder" / "trainkit_logs").glob("version_*"))
-
-
-def test_evaluations_go_beside_the_run_they_evaluate(run_cli, autoencoder_config, tmp_path):
-    fit = run_cli("fit", "-c", autoencoder_config, *FAST)
-    assert fit.returncode == 0, fit.stderr
-    assert "fit done in" in fit.stdout
-    for line in ("best checkpoint", "last checkpoint", "logs", "tensorboard --logdir"):
-        assert line in fit.stdout
-    (run,) = runs(tmp_path)
-    fit_config = (run / "config.yaml").read_text()
-
-    for stage in ("validate", "test", "predict"):
-        result = run_cli(stage, "-c", autoencoder_config, *FAST[2:], "--ckpt_path", "last")
-        assert result.returncode == 0, result.stderr
-        last = run.relative_to(tmp_path) / "checkpoints" / "last.ckpt"
-        assert (
-            f"trainkit: loaded {last}; evaluating the weights of epoch 1, step 14" in result.stdout
-        )
-
-    assert runs(tmp_path) == [run], "an evaluation started a run folder of its own"
-    assert (run / "config.yaml").read_text() == fit_config
-    assert yaml.safe_load((run / "config_test.yaml").read_text())["ckpt_path"] == "last"
-    assert (run / "predictions.pt").is_file()
-    rows = list(csv.DictReader((run / "metrics.csv").open()))
-    assert any(row.get("epoch") == "0" for row in rows), "the fit's rows were lost"
-    evaluated = [row for row in rows if row.get("test_loss")]
-    assert [row["step"] for row in evaluated] == ["14"]  # at the step the weights reached
 
 
 def test_the_startup_table_shows_what_runs_next_to_what_was_asked(run_cli, autoencoder_config):
@@ -88,3 +59,19 @@ def test_the_validation_total_is_known_when_validation_starts(make_trainer, limi
     trainer = make_trainer(max_epochs=2, limit_val_batches=limit, callbacks=[probe])
     trainer.fit(Regression(), regression_loader(), regression_loader())
     assert probe.totals and set(probe.totals) == {limit}
+
+
+def test_the_closing_summary_names_the_best_monitored_value(tmp_path, capsys):
+    from trainkit import ModelCheckpoint, Trainer
+
+    trainer = Trainer(
+        accelerator="cpu",
+        max_epochs=2,
+        default_root_dir=str(tmp_path),
+        callbacks=[ModelCheckpoint(monitor="val_loss")],
+    )
+    trainer.fit(Regression(), regression_loader(), regression_loader())
+    closing = capsys.readouterr().out.split("fit done in", 1)[1]
+    best = trainer.checkpoint_callback.best_model_score
+    assert f"(val_loss={float(best):.6g})" in closing
+    assert trainer.checkpoint_callback.best_model_path in closing

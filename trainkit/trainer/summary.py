@@ -108,7 +108,10 @@ def print_closing(state: RunState, checkpoint_callback: Any, seconds: float) -> 
     callback = checkpoint_callback
     if callback is not None and callback.best_model_path:
         score = getattr(callback, "best_model_score", None)
-        monitored = f" ({callback.monitor}={float(score):.6g})" if score is not None else ""
+        if callback.monitor is None:
+            monitored = " (the latest: no monitor set)"
+        else:
+            monitored = f" ({callback.monitor}={float(score):.6g})" if score is not None else ""
         lines.append(f"  best checkpoint  {callback.best_model_path}{monitored}")
     if callback is not None and callback.last_model_path:
         lines.append(f"  last checkpoint  {callback.last_model_path}")
