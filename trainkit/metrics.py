@@ -80,13 +80,13 @@ class MetricStore:
         meta = self.meta.get(name)
         if meta is None:
             meta = self._register(name, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist)
-        if is_metric_object(value):
-            self._log_metric_object(name, value, meta)
-            return
-        if isinstance(value, Tensor):
+        if isinstance(value, Tensor):  # the common case first: no extra call per step
             value = value.detach()
             if meta.sync_dist and meta.on_step and self.reducer is not None:
                 value = self.reducer(value.float(), meta.reduce_fx)
+        elif is_metric_object(value):
+            self._log_metric_object(name, value, meta)
+            return
         elif not isinstance(value, int | float):
             raise TypeError(
                 f"self.log({name!r}, ...) got {type(value).__name__}; expected a number or a "
