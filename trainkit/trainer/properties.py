@@ -15,7 +15,6 @@ class TrainerProperties:
     """Mixed into Trainer: properties callbacks and users read (``trainer.current_epoch``...)."""
 
     run_state: RunState
-    strategy: Any
     num_nodes: int
     default_root_dir: str
 
@@ -141,6 +140,11 @@ class TrainerProperties:
         return self.run_state.log_dir or self.default_root_dir
 
     # ---- ranks ----------------------------------------------------------------------------------
+    @property
+    def strategy(self) -> Any:
+        """The strategy this run uses (owned by the run state)."""
+        return self.run_state.strategy
+
     @property
     def world_size(self) -> int:
         return self.strategy.world_size

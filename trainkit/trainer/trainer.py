@@ -136,9 +136,9 @@ class Trainer(TrainerProperties):
         placement = Placement(
             self.selection, num_nodes, self.cluster, self.precision, sync_batchnorm
         )
-        self.strategy = select_strategy(strategy, placement)
+        chosen = select_strategy(strategy, placement)
         check_strategy_settings(
-            self.strategy,
+            chosen,
             accumulate_grad_batches,
             lr_scaling,
             reference_batch_size,
@@ -177,8 +177,8 @@ class Trainer(TrainerProperties):
         self.run_state = new_run_state(
             self,
             limits,
-            self.strategy,
-            Precision(self.precision, self.strategy.root_device.type, self.strategy.grad_scaler()),
+            chosen,
+            Precision(self.precision, chosen.root_device.type, chosen.grad_scaler()),
             build_profiler(profiler),
             build_callbacks(callbacks, enable_progress_bar, enable_checkpointing),
             build_loggers(logger, self.default_root_dir),
@@ -255,7 +255,7 @@ class Trainer(TrainerProperties):
             return self._run_stage(stage, model, datamodule, ckpt_path, loaders)
         model.trainer = None
         if isinstance(launcher, SpawnLauncher):  # its strategy: ours, or our forked twin
-            self.strategy = self.run_state.strategy = launcher.strategy
+            self.run_state.strategy = launcher.strategy
             named = {"model": model, "datamodule": datamodule, "callbacks": self.callbacks}
             check_picklable({**named, "dataloaders": loaders})
         result = launcher.launch(
@@ -275,7 +275,7 @@ class Trainer(TrainerProperties):
         loaders: tuple,
     ) -> dict[str, Any]:
         """In a spawned rank: run the stage with this rank's strategy; what rank 0 sends back."""
-        self.strategy = self.run_state.strategy = strategy
+        self.run_state.strategy = strategy
         output = self._run_stage(stage, model, datamodule, ckpt_path, loaders)
         return spawned.rank_result(self.run_state, output)
 
