@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 _VERSION = re.compile(r"version_(\d+)$")
+JOIN_CHAR = "-"  # between a logger's prefix and a metric name, as in Lightning
 
 
 def next_version(root: str | os.PathLike) -> int:
@@ -20,26 +21,48 @@ def next_version(root: str | os.PathLike) -> int:
 
 
 class Logger:
-    """Base class: ``save_dir/name/version_N``; subclasses write metrics there."""
+    """Base class: ``save_dir/name/version_N[/sub_dir]``; subclasses write metrics there."""
 
     def __init__(
-        self, save_dir: str = ".", name: str = "trainkit_logs", version: int | str | None = None
+        self,
+        save_dir: str = ".",
+        name: str | None = "trainkit_logs",
+        version: int | str | None = None,
+        prefix: str = "",
+        sub_dir: str | None = None,
     ) -> None:
         self.save_dir = str(save_dir)
-        self.name = name
+        self.name = name or ""
         self.version = version
+        self.prefix = prefix
+        self.sub_dir = sub_dir
+
+    @property
+    def root_dir(self) -> str:
+        """Where the ``version_N`` folders are: ``save_dir/name`` (or ``save_dir`` without a name)."""
+        return str(Path(self.save_dir) / self.name) if self.name else self.save_dir
 
     @property
     def log_dir(self) -> str:
         if self.version is None:
-            self.version = next_version(Path(self.save_dir) / self.name)
+            self.version = next_version(self.root_dir)
         version = self.version if isinstance(self.version, str) else f"version_{self.version}"
-        return str(Path(self.save_dir) / self.name / version)
+        folder = Path(self.root_dir) / version
+        return str(folder / self.sub_dir) if self.sub_dir else str(folder)
+
+    def prefixed(self, metrics: dict[str, float]) -> dict[str, float]:
+        """``metrics`` with this logger's prefix joined to every name (``prefix-name``)."""
+        if not self.prefix:
+            return metrics
+        return {f"{self.prefix}{JOIN_CHAR}{key}": value for key, value in metrics.items()}
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         raise NotImplementedError
 
     def log_hyperparams(self, params: dict[str, Any]) -> None: ...
+
+    def log_graph(self, model: Any, input_array: Any = None) -> None:
+        """Record the model's graph (loggers that can; called once at fit start)."""
 
     def save(self) -> None: ...
 

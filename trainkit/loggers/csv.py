@@ -13,9 +13,23 @@ class CSVLogger(Logger):
     """Write every logged metric to ``log_dir/metrics.csv``."""
 
     def __init__(
-        self, save_dir: str = ".", name: str = "trainkit_logs", version: int | str | None = None
+        self,
+        save_dir: str = ".",
+        name: str | None = "trainkit_logs",
+        version: int | str | None = None,
+        prefix: str = "",
+        flush_logs_every_n_steps: int = 100,
     ) -> None:
-        super().__init__(save_dir, name, version)
+        """
+        Args:
+            save_dir: Folder the runs go under.
+            name: Experiment folder inside save_dir (None or '': runs directly in save_dir).
+            version: Run folder: an int for version_N, a string as is (default: the next N).
+            prefix: Put before every metric name (``prefix-name``).
+            flush_logs_every_n_steps: Write metrics.csv at least this often (and at epoch ends).
+        """
+        super().__init__(save_dir, name, version, prefix)
+        self.flush_logs_every_n_steps = flush_logs_every_n_steps
         self.rows: list[dict[str, Any]] = []
         self._columns: dict[str, None] = {"step": None}
         self._written = 0
@@ -34,9 +48,12 @@ class CSVLogger(Logger):
         self._written = 0
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        metrics = self.prefixed(metrics)
         self.rows.append({"step": step, **metrics})
         for key in metrics:
             self._columns.setdefault(key, None)
+        if step % self.flush_logs_every_n_steps == 0:
+            self.save()
 
     def save(self) -> None:
         if len(self.rows) == self._written:

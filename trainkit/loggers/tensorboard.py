@@ -11,9 +11,31 @@ class TensorBoardLogger(Logger):
     """Write scalars and hyperparameters as TensorBoard events under ``log_dir``."""
 
     def __init__(
-        self, save_dir: str = ".", name: str = "trainkit_logs", version: int | str | None = None
+        self,
+        save_dir: str = ".",
+        name: str | None = "trainkit_logs",
+        version: int | str | None = None,
+        log_graph: bool = False,
+        default_hp_metric: bool = True,
+        prefix: str = "",
+        sub_dir: str | None = None,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(save_dir, name, version)
+        """
+        Args:
+            save_dir: Folder the runs go under.
+            name: Experiment folder inside save_dir (None or '': runs directly in save_dir).
+            version: Run folder: an int for version_N, a string as is (default: the next N).
+            log_graph: Add the model's graph (needs ``example_input_array`` on the module).
+            default_hp_metric: Log a placeholder ``hp_metric`` with the hyperparameters.
+            prefix: Put before every metric name (``prefix-name``).
+            sub_dir: A folder inside the run folder for this logger's events.
+            kwargs: Passed to ``torch.utils.tensorboard.SummaryWriter``.
+        """
+        super().__init__(save_dir, name, version, prefix, sub_dir)
+        self.log_graph_enabled = log_graph
+        self.default_hp_metric = default_hp_metric
+        self.writer_kwargs = kwargs
         self._writer: Any = None
 
     @property
@@ -22,12 +44,12 @@ class TensorBoardLogger(Logger):
         if self._writer is None:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._writer = SummaryWriter(log_dir=self.log_dir)
+            self._writer = SummaryWriter(log_dir=self.log_dir, **self.writer_kwargs)
         return self._writer
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         writer = self.experiment
-        for key, value in metrics.items():
+        for key, value in self.prefixed(metrics).items():
             writer.add_scalar(key, value, global_step=step)
 
     def log_hyperparams(self, params: dict[str, Any]) -> None:
@@ -36,10 +58,26 @@ class TensorBoardLogger(Logger):
         flat = {
             k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in params.items()
         }
-        experiment, start, end = hparams(flat, metric_dict={})
+        metrics = {"hp_metric": -1} if self.default_hp_metric else {}
+        experiment, start, end = hparams(flat, metric_dict=metrics)
         writer = self.experiment.file_writer
         for summary in (experiment, start, end):
             writer.add_summary(summary)
+        for key, value in metrics.items():
+            self.experiment.add_scalar(key, value, 0)
+
+    def log_graph(self, model: Any, input_array: Any = None) -> None:
+        if not self.log_graph_enabled:
+            return
+        example = (
+            input_array if input_array is not None else getattr(model, "example_input_array", None)
+        )
+        if example is None:
+            raise ValueError(
+                "TensorBoardLogger(log_graph=True) needs an example input; expected "
+                "self.example_input_array = torch.randn(...) in the module's __init__"
+            )
+        self.experiment.add_graph(model, example)
 
     def save(self) -> None:
         if self._writer is not None:

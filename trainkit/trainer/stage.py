@@ -103,7 +103,7 @@ def join_run_of(loggers: list[Any], checkpoint: str) -> None:
     path = Path(checkpoint).resolve()
     run = path.parent.parent if path.parent.name == "checkpoints" else None
     for logger in loggers:
-        home = (Path(logger.save_dir) / logger.name).resolve()
+        home = Path(logger.root_dir).resolve()
         if run is not None and logger.version is None and run.parent == home:
             number = run.name.removeprefix("version_")
             logger.version = int(number) if number.isdigit() else run.name
@@ -118,7 +118,7 @@ def resolve_log_dir(state: RunState) -> None:
         first = state.loggers[0]
         version = first.version
         if version is None and strategy.is_global_zero:
-            version = next_version(Path(first.save_dir) / first.name)
+            version = next_version(first.root_dir)
         version = strategy.broadcast(version)
         for logger in state.loggers:
             if logger.version is None:
@@ -153,6 +153,7 @@ def log_hyperparams(state: RunState, run_summary: Any) -> None:
         params.update(run_summary.as_hparams())  # the startup table, in the loggers only
     for logger in state.loggers:
         logger.log_hyperparams(params)
+        logger.log_graph(state.module)
 
 
 def setup_model_and_optimizers(state: RunState) -> None:
