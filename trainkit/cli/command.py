@@ -84,15 +84,10 @@ def _launched_rank() -> bool:
 
 def _config_error_inside(error: BaseException) -> BaseException | None:
     """The ConfigError a model or data __init__ raised, from the errors wrapped around it."""
+    from trainkit.cli.errors import exception_chain
     from trainkit.errors import ConfigError
 
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, ConfigError):
-            return error
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return None
+    return next((e for e in exception_chain(error) if isinstance(e, ConfigError)), None)
 
 
 DEVICE_KEYS = ("trainer.devices", "trainer.gpus")

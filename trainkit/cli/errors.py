@@ -159,14 +159,20 @@ def unknown_init_argument(key: str, path: str, name: str, help_hint: str) -> str
     )
 
 
+def exception_chain(error: BaseException) -> list[BaseException]:
+    """``error`` and the exceptions behind it (cause, else context), outermost first."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
 def raised_in_init(error: BaseException, message: str) -> str | None:
     """When a model or data ``__init__`` raised on the values it was given: the section and
     the class's own message (the root cause jsonargparse wrapped), else None."""
-    root = error
-    seen: set[int] = set()
-    while (root.__cause__ or root.__context__) is not None and id(root) not in seen:
-        seen.add(id(root))
-        root = root.__cause__ or root.__context__  # type: ignore[assignment]
+    root = exception_chain(error)[-1]
     if root is error:
         return None
     tb = root.__traceback__
