@@ -285,7 +285,8 @@ class Trainer(TrainerProperties):
         state = self.run_state
         state.board.mark(rank_board.SETUP)
         try:
-            evaluated = self._checkpoint_file(ckpt_path) if stage != "fit" else None
+            ckpt_path = self._checkpoint_file(ckpt_path)  # 'last'/'best' resolved once, here
+            evaluated = ckpt_path if stage != "fit" else None
             setup_run(state, self, stage, model, datamodule, evaluated)
             if stage == "fit":
                 return self._fit(ckpt_path, *loaders)
@@ -305,9 +306,8 @@ class Trainer(TrainerProperties):
             ckpt_path, self.checkpoint_callback, self.default_root_dir, self.checkpoint_weights_only
         )
 
-    def _restore(self, ckpt_path: str | None, full: bool) -> str | None:
-        """Load ``ckpt_path`` (fully, to resume fit) and say so; returns the file loaded."""
-        path = self._checkpoint_file(ckpt_path)
+    def _restore(self, path: str | None, full: bool) -> str | None:
+        """Load the checkpoint file ``path`` (fully, to resume fit) and say so; returns it."""
         if path is None:
             return None
         checkpoint = checkpoint_state.restore(
