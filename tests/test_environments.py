@@ -51,6 +51,7 @@ def test_slurm_job():
             "SLURM_NODELIST": "gpu[03-04]",
             "SLURM_JOB_ID": "4321",
             "SLURM_JOB_NAME": "train",
+            "SLURM_STEP_ID": "0",
         }
     )
     assert (env.name, env.world_size, env.global_rank, env.local_rank, env.node_rank) == (
@@ -61,8 +62,8 @@ def test_slurm_job():
         1,
     )
     assert (
-        env.local_world_size == 4 and env.main_address == "gpu03" and env.main_port == 15000 + 4321
-    )
+        env.local_world_size == 4 and env.main_address == "gpu03" and env.main_port == 31544
+    )  # 15000 + (job 4321 * 64 + step 0) % 20000: a port per job step
 
 
 def test_interactive_slurm_shell_is_not_a_job():

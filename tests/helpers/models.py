@@ -154,11 +154,11 @@ class SlowStart(AutoEncoder):
     """The demo autoencoder whose ranks (not the launcher) linger in start-up, after creating
     ``marker`` + their local rank: a job that is reliably still starting."""
 
-    def __init__(self, marker: str = "", **kwargs: Any) -> None:
+    def __init__(self, marker: str = "", linger_s: float = 60.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         local_rank = os.environ.get("LOCAL_RANK")
         if marker and local_rank is not None:
             import time
 
             Path(f"{marker}{local_rank}").touch()
-            time.sleep(60)
+            time.sleep(linger_s)

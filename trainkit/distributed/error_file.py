@@ -1,4 +1,6 @@
-"""A launched rank's uncaught exception, written where its launcher reads it."""
+"""A rank's uncaught exception: written where trainkit's launcher reads it, or, under an external
+launcher (srun, torchrun, mpirun), printed with a one-line cause that says which rank failed
+and which errors only followed from another rank's failure."""
 
 from __future__ import annotations
 
@@ -12,14 +14,31 @@ from typing import Any
 
 from trainkit.distributed.signals import ERROR_FILE_ENV
 
+RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK")
+WORLD_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE")
+
 
 def install_error_file_hook() -> None:
-    """In a launched rank: write an uncaught exception to the launcher's error file."""
+    """In a rank: report an uncaught exception to trainkit's launcher (its error file) or, with
+    several ranks started by someone else, on stderr with the one-line cause."""
     path = os.environ.get(ERROR_FILE_ENV)
-    if not path:
+    if path:
+        sys.excepthook = _file_hook(path, os.environ.get("RANK", "?"))
         return
-    rank = os.environ.get("RANK", "?")
+    rank, world = _first_int(RANK_VARIABLES), _first_int(WORLD_VARIABLES)
+    if rank is not None and world is not None and world > 1:
+        sys.excepthook = _cause_hook(rank)
 
+
+def _first_int(names: tuple[str, ...]) -> int | None:
+    for name in names:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def _file_hook(path: str, rank: str) -> Any:
     def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
         text = "".join(traceback.format_exception(kind, value, tb))
         record = json.dumps({"rank": rank, "time": time.time(), "traceback": text})
@@ -27,4 +46,44 @@ def install_error_file_hook() -> None:
         Path(partial).write_text(record)
         os.replace(partial, path)  # the launcher never reads half a record
 
-    sys.excepthook = hook
+    return hook
+
+
+def last_line(value: BaseException) -> str:
+    """``Type: message`` (first line of the message), as a traceback ends."""
+    message = str(value).strip().splitlines()
+    return f"{type(value).__name__}: {message[0]}" if message else type(value).__name__
+
+
+def _cause_hook(rank: int) -> Any:
+    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        cause = last_line(value)
+        if is_communication_error(cause):
+            sys.stderr.write(
+                f"trainkit: rank {rank}: follow-on error, not the cause: lost contact with a "
+                f"peer rank, which most likely failed first (see its error) [{cause}]\n"
+            )
+        else:
+            traceback.print_exception(kind, value, tb)
+            sys.stderr.write(f"trainkit: rank {rank} failed: {cause}\n")
+        sys.stderr.flush()
+
+    return hook
+
+
+def is_communication_error(traceback_text: str) -> bool:
+    """Whether an exception came from the link between ranks rather than the program."""
+    last = traceback_text.strip().splitlines()[-1].lower() if traceback_text.strip() else ""
+    markers = ("gloo", "nccl", "connection", "broken pipe", "socket")
+    return any(marker in last for marker in markers) or is_collective_timeout(last)
+
+
+def is_collective_timeout(traceback_text: str) -> bool:
+    text = traceback_text.lower()
+    return "timed out" in text or "timeout" in text or "distbackenderror" in text
+
+
+def last_line_of(traceback_text: str) -> str:
+    """The ``Type: message`` line a formatted traceback ends with."""
+    lines = traceback_text.strip().splitlines()
+    return lines[-1].strip() if lines else ""

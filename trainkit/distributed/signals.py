@@ -10,6 +10,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 PREEMPTED_EXIT_CODE = 75  # sysexits.h EX_TEMPFAIL: the ranks saved their state; run again to resume
@@ -21,6 +22,7 @@ ABORT_FILE_ENV = "TRAINKIT_ABORT_FILE"  # exists once the launcher tears a faile
 BOARD_ENV = "TRAINKIT_RANK_BOARD"  # the shared-memory file each rank marks its phase in
 STOP_GRACE_ENV = "TRAINKIT_STOP_GRACE"  # seconds ranks get to save and exit after a stop signal
 DEFAULT_STOP_GRACE = 120.0
+RESTART_ENV = "TRAINKIT_RESTART_COUNT"  # set by trainkit's launcher in restarted ranks (1, 2, ...)
 
 
 class StopSignals:
@@ -29,15 +31,23 @@ class StopSignals:
 
     def __init__(self) -> None:
         self.received: int | None = None
-        self._received_at = 0.0
+        self.received_at = 0.0
         self._previous: dict[int, Any] = {}
 
     def install(self) -> bool:
-        """Catch the stop signals (only possible in the main thread); returns whether it did."""
+        """Catch the stop signals (only possible in the main thread); returns whether it did.
+        Handlers holding signals since start-up (``hold_stop_signals``) hand over what they got,
+        and ``uninstall`` puts back the handlers from before them."""
         if threading.current_thread() is not threading.main_thread():
             return False
         for signum in STOP_SIGNALS:
-            self._previous[signum] = signal.signal(signum, self._handle)
+            previous = signal.signal(signum, self._handle)
+            holder = getattr(previous, "__self__", None)
+            if isinstance(holder, StopSignals):
+                if holder.received is not None and self.received is None:
+                    self.received, self.received_at = holder.received, holder.received_at
+                previous = holder.previous_handler(signum)
+            self._previous[signum] = previous
         return True
 
     def uninstall(self) -> None:
@@ -45,16 +55,59 @@ class StopSignals:
             signal.signal(signum, handler)
         self._previous.clear()
 
+    def previous_handler(self, signum: int) -> Any:
+        """The handler this one replaced for ``signum`` (the default when it never did)."""
+        return self._previous.get(signum, signal.SIG_DFL)
+
+    def is_installed(self) -> bool:
+        """Whether this object still handles every stop signal."""
+        return all(signal.getsignal(signum) == self._handle for signum in STOP_SIGNALS)
+
     def _handle(self, signum: int, frame: Any) -> None:
         abort_file = os.environ.get(ABORT_FILE_ENV)
         if abort_file and os.path.exists(abort_file):
             exit_now(signum, "the launcher is stopping the job after a failure")
         now = time.monotonic()
         if self.received is None:
-            self.received, self._received_at = signum, now
+            self.received, self.received_at = signum, now
             return
-        if now - self._received_at >= SAME_NOTICE_SECONDS:
+        if now - self.received_at >= SAME_NOTICE_SECONDS:
             exit_now(signum, "second stop signal")
+
+
+def installed_stop_signals() -> StopSignals | None:
+    """The StopSignals handling the stop signals right now (holding or watching), if any."""
+    handler = signal.getsignal(signal.SIGTERM)
+    holder = getattr(handler, "__self__", None)
+    return holder if isinstance(holder, StopSignals) and holder.is_installed() else None
+
+
+def held_stop_signal() -> int | None:
+    """The stop signal held since start-up and not yet acted on, if one arrived."""
+    holder = installed_stop_signals()
+    return holder.received if holder is not None else None
+
+
+def hold_stop_signals_now() -> StopSignals | None:
+    """Keep a stop signal that arrives before fit watches for them (start-up, rendezvous, data
+    setup) instead of dying: the fit loop takes it over, saves at its first safe point and exits
+    75. Returns the new holder (None when one is already installed or off the main thread)."""
+    if threading.current_thread() is not threading.main_thread() or installed_stop_signals():
+        return None
+    holder = StopSignals()
+    holder.install()
+    return holder
+
+
+@contextlib.contextmanager
+def hold_stop_signals() -> Iterator[None]:
+    """``hold_stop_signals_now`` for a block; released after it unless fit took over."""
+    holder = hold_stop_signals_now()
+    try:
+        yield
+    finally:
+        if holder is not None and holder.is_installed():
+            holder.uninstall()
 
 
 def exit_now(signum: int, why: str) -> None:

@@ -7,6 +7,7 @@ and reported like any other rank.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -19,18 +20,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainkit.distributed.env import node_placement
+from trainkit.distributed.error_file import (
+    is_collective_timeout,
+    is_communication_error,
+    last_line_of,
+)
+from trainkit.distributed.launchers.hydra import hydra_rank_command
 from trainkit.distributed.ports import check_port_free, find_free_port
 from trainkit.distributed.rank_board import create_board, explain, read_board
+from trainkit.distributed.restarts import Restarts
 from trainkit.distributed.signals import (
     ABORT_FILE_ENV,
     BOARD_ENV,
     DEFAULT_STOP_GRACE,
     ERROR_FILE_ENV,
     PREEMPTED_EXIT_CODE,
+    RESTART_ENV,
     SAME_NOTICE_SECONDS,
     STOP_GRACE_ENV,
     STOP_SIGNALS,
     die_with_parent,
+    held_stop_signal,
 )
 
 GRACE_SECONDS = 3.0
@@ -123,49 +134,72 @@ def stop_grace() -> float:
 class ReexecLauncher:
     """Re-runs this process's command once per local rank and watches them. The launching
     process is a pure watcher: ``launch`` never returns, it exits with the job's code (``fn``
-    runs in the ranks, which reach the same call with their ranks set and launch nothing)."""
+    runs in the ranks, which reach the same call with their ranks set and launch nothing).
+    A failed job starts again, every rank from the newest checkpoint, up to ``max_restarts``
+    times."""
 
-    def __init__(self, strategy: Any) -> None:
+    def __init__(self, strategy: Any, max_restarts: int = 0) -> None:
         self.strategy = strategy
+        self.max_restarts = max_restarts
 
     def launch(self, fn: Any = None, *args: Any) -> Any:
-        raise SystemExit(launch_ranks(self.strategy))
+        raise SystemExit(launch_ranks(self.strategy, self.max_restarts))
 
 
-def launch_ranks(strategy: Any) -> int:
-    """Run every local rank of this node; return the job's exit code."""
-    env_port = os.environ.get("MASTER_PORT")
+def launch_ranks(strategy: Any, max_restarts: int = 0) -> int:
+    """Run every local rank of this node (again after a failure, while restarts are left);
+    return the job's exit code."""
+    node_rank, address, env_port = node_placement(strategy.cluster, os.environ)
     world = World(
         local_world_size=strategy.processes_per_node,
         num_nodes=strategy.num_nodes,
-        node_rank=int(os.environ.get("NODE_RANK", 0)),
-        main_address=os.environ.get("MASTER_ADDR", "127.0.0.1"),
+        node_rank=node_rank,
+        main_address=address,
         main_port=int(env_port) if env_port else find_free_port(),
     )
-    argv = current_command()
+    argv = hydra_rank_command() or current_command()  # a Hydra app's ranks share its run folder
     stop_grace()  # a bad value fails here, before any rank starts
     if env_port and world.node_rank == 0:
         check_port_free(world.main_address, world.main_port)
-    for _attempt in range(PORT_RETRIES):
-        code, port_clash = RankGroup(world, argv).run()
-        if not port_clash or env_port:
+    restarts = Restarts(max_restarts)
+    while True:
+        held = held_stop_signal()
+        if held is not None:
+            print(
+                f"trainkit: {signal.Signals(held).name} arrived before the ranks started; "
+                "stopped before training (nothing to save); run the same command to start again",
+                file=sys.stderr,
+                flush=True,
+            )
+            return PREEMPTED_EXIT_CODE
+        code, group = run_attempt(world, argv, bool(env_port), restarts.count)
+        if not restarts.should_restart(code, group.stopped_by_signal, group.cause):
             return code
-        world = World(
-            world.local_world_size,
-            world.num_nodes,
-            world.node_rank,
-            world.main_address,
-            find_free_port(),
-        )
-    return code
+        if not env_port:
+            world = dataclasses.replace(world, main_port=find_free_port())
+
+
+def run_attempt(
+    world: World, argv: list[str], port_fixed: bool, restart: int
+) -> tuple[int, RankGroup]:
+    """One start of every local rank, again on a fresh port when rank 0 found its port taken."""
+    for _attempt in range(PORT_RETRIES):
+        group = RankGroup(world, argv, restart)
+        code, port_clash = group.run()
+        if not port_clash or port_fixed:
+            break
+        world = dataclasses.replace(world, main_port=find_free_port())
+    return code, group
 
 
 class RankGroup:
     """The child processes of one launch attempt and the logic that watches them."""
 
-    def __init__(self, world: World, argv: list[str]) -> None:
+    def __init__(self, world: World, argv: list[str], restart: int = 0) -> None:
         self.world = world
         self.argv = argv
+        self.restart = restart  # how many times the job was started again before this attempt
+        self.cause = ""  # after a failure: which rank failed and why, in one line
         self.procs: list[subprocess.Popen] = []
         self.error_dir = tempfile.mkdtemp(prefix="trainkit-errors-")
         self.board = create_board(self.error_dir, world.local_world_size)
@@ -187,6 +221,8 @@ class RankGroup:
                 argv, env = build_rank_command(
                     local_rank, self.world, self.argv, dict(os.environ), self.error_dir
                 )
+                if self.restart:
+                    env[RESTART_ENV] = str(self.restart)
                 self.procs.append(subprocess.Popen(argv, env=env, preexec_fn=die_with_parent))
             failed = self._watch()
         finally:
@@ -223,6 +259,11 @@ class RankGroup:
             print(f"trainkit: stopped all ranks on {name}", file=sys.stderr)
             return 128 + self._signalled, False
         return 0, False
+
+    @property
+    def stopped_by_signal(self) -> bool:
+        """Whether a stop signal reached the launcher during this attempt."""
+        return self._signalled is not None
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         """First stop signal: pass it to every rank (they save and exit); a second one, a
@@ -287,7 +328,7 @@ class RankGroup:
         raised = sorted(
             (rank for rank, error in errors.items() if error), key=lambda r: errors[r]["time"]
         )
-        own = [rank for rank in raised if not _is_communication_error(errors[rank]["traceback"])]
+        own = [rank for rank in raised if not is_communication_error(errors[rank]["traceback"])]
         for candidates in (silent, own, aborted, raised, failed):
             if candidates:
                 return candidates[0]
@@ -331,22 +372,13 @@ class RankGroup:
         else:
             what = f"failed with exit code {code}"
         print(f"trainkit: rank {rank} {what}; stopped the other ranks", file=sys.stderr, flush=True)
-        if (error and _is_collective_timeout(error["traceback"])) or code == 128 + signal.SIGABRT:
+        self.cause = f"rank {rank} {what}" + (
+            f" ({last_line_of(error['traceback'])})" if error else ""
+        )
+        if (error and is_collective_timeout(error["traceback"])) or code == 128 + signal.SIGABRT:
             first = self.world.node_rank * self.world.local_world_size
             explanation = explain(
                 read_board(self.board, first), timed_out=code != 128 + signal.SIGABRT
             )
             print(f"trainkit: {explanation}", file=sys.stderr, flush=True)
         return code, port_clash
-
-
-def _is_communication_error(traceback_text: str) -> bool:
-    """Whether an exception came from the link between ranks rather than the program."""
-    last = traceback_text.strip().splitlines()[-1].lower() if traceback_text.strip() else ""
-    markers = ("gloo", "nccl", "connection", "broken pipe", "socket")
-    return any(marker in last for marker in markers) or _is_collective_timeout(last)
-
-
-def _is_collective_timeout(traceback_text: str) -> bool:
-    text = traceback_text.lower()
-    return "timed out" in text or "timeout" in text or "distbackenderror" in text

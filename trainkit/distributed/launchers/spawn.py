@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trainkit.distributed.env import detect_environment
+from trainkit.distributed.env import detect_trainkit
 from trainkit.distributed.ports import find_free_port
 from trainkit.errors import MisconfigurationError
 
@@ -100,7 +100,9 @@ def _run_rank(
         RANK=str(node_rank * count + local_rank),
         LOCAL_WORLD_SIZE=str(count),
     )
-    rank_strategy = strategy.in_rank(detect_environment())
+    placed = detect_trainkit(os.environ)  # these variables, whatever job (SLURM...) it runs in
+    assert placed is not None
+    rank_strategy = strategy.in_rank(placed)
     output = fn(rank_strategy, *args)
     if rank_strategy.is_global_zero:
         partial = f"{result}.partial"

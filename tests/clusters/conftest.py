@@ -1,0 +1,295 @@
+"""A real single-node SLURM (munged, slurmctld and slurmd from Debian's slurm-wlm, configured for
+this machine in a folder of its own) shared by the session, a real mpirun, and the launches the
+cluster tests make. Tests skip, saying why, where the programs are not installed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, cli_env
+from tests.reliability.conftest import straight_run  # noqa: F401  (the never-interrupted run)
+from tests.reliability.runs import write_config
+from trainkit.distributed.ports import find_free_port
+
+SLURM_PROGRAMS = ("munged", "slurmctld", "slurmd", "srun", "sbatch", "salloc", "scontrol", "sinfo")
+READY_SECONDS = 60.0
+FINISHED = (
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+)
+PYTHON = sys.executable
+
+SLURM_CONF = """\
+ClusterName=trainkit-tests
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket={state}/munge.socket
+CredType=cred/munge
+StateSaveLocation={state}/ctld
+SlurmdSpoolDir={state}/spool
+SlurmctldPidFile={state}/slurmctld.pid
+SlurmdPidFile={state}/slurmd.pid
+SlurmctldLogFile={state}/slurmctld.log
+SlurmdLogFile={state}/slurmd.log
+PlugStackConfig={state}/plugstack.conf
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/builtin
+MpiDefault=none
+SwitchType=switch/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SlurmdParameters=config_overrides
+JobRequeue=1
+ReturnToService=2
+KillWait=2
+MinJobAge=600
+InactiveLimit=0
+NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
+PartitionName=tests Nodes={host} Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+@dataclass
+class SlurmCluster:
+    """The daemons this session started, and how to talk to them."""
+
+    state: Path
+    env: dict[str, str]
+    daemons: list[subprocess.Popen] = field(default_factory=list)
+
+    def run(self, *command: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            command, env=self.env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+
+    def job_field(self, job: str, name: str) -> str:
+        """One field of ``scontrol show job`` (``JobState``, ``Restarts``...)."""
+        shown = self.run("scontrol", "show", "job", "-o", job).stdout.split()
+        return next((item.split("=", 1)[1] for item in shown if item.startswith(f"{name}=")), "")
+
+    def submit(self, *options: str) -> str:
+        """``sbatch --parsable OPTIONS``: the job id."""
+        done = self.run("sbatch", "--parsable", *options)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip().split(";")[0]
+
+    def wait_for_state(self, job: str, states: tuple[str, ...], timeout: float = 150) -> str:
+        """Poll the job until its state is one of ``states`` (sbatch --wait polls every 10 s)."""
+        deadline = time.monotonic() + timeout
+        while (state := self.job_field(job, "JobState")) not in states:
+            assert time.monotonic() < deadline, f"job {job} still {state} after {timeout} s"
+            time.sleep(0.1)
+        return state
+
+    def wait_job(self, job: str, timeout: float = 150) -> int:
+        """Wait for a batch job to end; its exit code (128 + N when a signal N ended it)."""
+        self.wait_for_state(job, FINISHED, timeout)
+        code, _, signum = self.job_field(job, "ExitCode").partition(":")
+        return int(code) or (128 + int(signum) if signum.isdigit() and int(signum) else 0)
+
+    def logs(self) -> str:
+        tails = []
+        for name in ("munged.log", "slurmctld.log", "slurmd.log"):
+            path = self.state / name
+            if path.exists():
+                tails.append(f"--- {name}\n" + "\n".join(path.read_text().splitlines()[-15:]))
+        return "\n".join(tails)
+
+    def stop(self) -> None:
+        """Cancel what is left of the tests' jobs, then stop only the daemons started here."""
+        if self.daemons and self.daemons[-1].poll() is None:
+            self.run("scancel", "--user", str(os.getuid()), timeout=30)
+            deadline = time.monotonic() + 30
+            while self.run("squeue", "-h", timeout=30).stdout.strip():
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+        for daemon in reversed(self.daemons):
+            if daemon.poll() is None:
+                daemon.send_signal(signal.SIGTERM)
+        for daemon in reversed(self.daemons):
+            try:
+                daemon.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+                daemon.wait()
+
+
+def start_slurm(state: Path) -> SlurmCluster:
+    """munged, slurmctld and slurmd in the foreground, for this host and its cores; returns
+    once sinfo shows the node idle."""
+    state.chmod(0o755)
+    key = state / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o600)
+    (state / "plugstack.conf").write_text("")
+    host = socket.gethostname().split(".")[0]
+    conf = state / "slurm.conf"
+    conf.write_text(
+        SLURM_CONF.format(
+            host=host,
+            state=state,
+            ctld_port=find_free_port(),
+            slurmd_port=find_free_port(),
+            cpus=max(4, os.cpu_count() or 1),
+        )
+    )
+    env = {k: v for k, v in cli_env().items() if not k.startswith(("SLURM_", "SBATCH_", "SALLOC_"))}
+    env["SLURM_CONF"] = str(conf)
+    cluster = SlurmCluster(state, env)
+    commands = [
+        [
+            "munged",
+            "--foreground",
+            "--force",
+            f"--socket={state}/munge.socket",
+            f"--key-file={key}",
+            f"--log-file={state}/munged.log",
+            f"--pid-file={state}/munged.pid",
+            f"--seed-file={state}/munged.seed",
+        ],
+        ["slurmctld", "-D", "-f", str(conf)],
+        ["slurmd", "-D", "-f", str(conf), "-N", host],
+    ]
+    for command in commands:
+        log = (state / f"{command[0]}.out").open("w")
+        cluster.daemons.append(
+            subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        )
+        if command[0] == "munged":
+            wait_until(lambda: (state / "munge.socket").exists(), "munged's socket", cluster)
+    wait_until(
+        lambda: cluster.run("sinfo", "-h", "-o", "%T").stdout.strip() == "idle",
+        "the node to be idle in sinfo",
+        cluster,
+    )
+    return cluster
+
+
+def wait_until(ready, what: str, cluster: SlurmCluster, seconds: float = READY_SECONDS) -> None:
+    deadline = time.monotonic() + seconds
+    while not ready():
+        dead = [d.args[0] for d in cluster.daemons if d.poll() is not None]
+        if dead or time.monotonic() > deadline:
+            cluster.stop()
+            pytest.fail(f"SLURM did not start ({what}; exited: {dead})\n{cluster.logs()}")
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory):
+    """The session's single-node SLURM cluster (started on first use, stopped at the end)."""
+    missing = [name for name in SLURM_PROGRAMS if shutil.which(name) is None]
+    if missing:
+        pytest.skip(
+            f"SLURM is not installed ({', '.join(missing)} missing): apt-get install "
+            "slurm-wlm munge"
+        )
+    if os.geteuid() != 0:
+        pytest.skip("starting slurmd needs root")
+    cluster = start_slurm(tmp_path_factory.mktemp("slurm"))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def mpirun():
+    """The path of OpenMPI's mpirun, or a skip."""
+    path = shutil.which("mpirun")
+    if path is None:
+        pytest.skip("mpirun is not installed: apt-get install openmpi-bin")
+    return path
+
+
+def cluster_config(folder: Path, devices: int = 2, model: str = "NoisyRegressor", **init) -> Path:
+    """The reliability tests' fit config (tests.helpers.resumable) with ``model`` from
+    tests.helpers.resumable or tests.clusters.models, and each rank's record under ranks/."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = write_config(folder, devices=devices)
+    config = yaml.safe_load(path.read_text())
+    module = "tests.helpers.resumable" if model == "NoisyRegressor" else "tests.clusters.models"
+    config["model"] = {"class_path": f"{module}.{model}", "init_args": init}
+    config["trainer"]["callbacks"].append(
+        {
+            "class_path": "tests.clusters.models.RankRecorder",
+            "init_args": {"folder": str(folder / "ranks")},
+        }
+    )
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def trainkit_command(config: Path, root: Path, *options: str) -> list[str]:
+    """``python -m trainkit fit -c CONFIG`` writing under ``root``."""
+    return [
+        PYTHON,
+        "-m",
+        "trainkit",
+        "fit",
+        "-c",
+        str(config),
+        "--trainer.default_root_dir",
+        str(root),
+        *options,
+    ]
+
+
+def launch(command: list[str], cwd: Path, env: dict[str, str], timeout: float = 150):
+    """Run a launcher command to its end (killing its whole session past ``timeout``)."""
+    proc = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"{command[0]} still running after {timeout} s:\n{out}")
+    return subprocess.CompletedProcess(command, proc.returncode, out, "")
+
+
+def shell(script: str) -> list[str]:
+    return ["bash", "-c", f"set -e\n{script}"]
+
+
+def q(value: object) -> str:
+    """A value quoted for bash."""
+    import shlex
+
+    return shlex.quote(str(value))
+
+
+def command_line(command: list[str]) -> str:
+    return " ".join(q(part) for part in command)
+
+
+__all__ = ["REPO"]

@@ -1,0 +1,91 @@
+"""Preemption under SLURM: a signal that arrives while the ranks are still starting stops them
+gracefully (exit 75) instead of killing them; in a batch job that may be requeued, rank 0
+requeues it after every rank saved, and the requeued job resumes from ``last`` by itself to the
+weights of a run that was never stopped."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+import torch
+
+from tests.clusters.conftest import cluster_config, command_line, trainkit_command
+from tests.reliability.runs import assert_same_weights, checkpoints
+from trainkit import PREEMPTED_EXIT_CODE
+
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
+
+
+def wait_for_files(paths, alive, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not all(path.exists() for path in paths):
+        assert alive(), f"ended before {what}"
+        assert time.monotonic() < deadline, f"no {what} after {timeout} s"
+        time.sleep(0.05)
+
+
+def test_usr1_while_the_ranks_start_up_stops_them_gracefully(slurm, tmp_path, no_leftovers):
+    built = tmp_path / "built"
+    config = cluster_config(tmp_path, model="StartupProbe", created_file=str(built))
+    name = f"early-{tmp_path.name}"
+    srun = subprocess.Popen(
+        ["srun", "-n", "2", "-J", name, *trainkit_command(config, tmp_path / "run")],
+        cwd=tmp_path,
+        env=slurm.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        # both ranks are past their first instructions: the CLI has built the model, the
+        # process group, the data and the loop are still ahead
+        wait_for_files(
+            [built.with_suffix(".0"), built.with_suffix(".1")], lambda: srun.poll() is None, "ranks"
+        )
+        assert slurm.run("scancel", "--signal=USR1", "--name", name).returncode == 0
+        output, _ = srun.communicate(timeout=120)
+    finally:
+        if srun.poll() is None:
+            srun.kill()
+    assert srun.returncode == PREEMPTED_EXIT_CODE, output
+    assert output.count("preempted (SIGUSR1)") == 1 and "Traceback" not in output, output
+    assert "not requeueing SLURM job" in output and "not a batch job" in output, output
+    step = torch.load(checkpoints(tmp_path / "run")["last.ckpt"], weights_only=True)["global_step"]
+    assert step <= 2, output  # saved at the first safe point
+
+
+def test_a_preempted_batch_job_requeues_itself_and_resumes_exactly(
+    slurm, tmp_path, straight_run, no_leftovers
+):
+    started = tmp_path / "started"
+    config = cluster_config(tmp_path, sleep_s=0.1, touch_file=str(started), touch_after_steps=3)
+    script = tmp_path / "job.sh"
+    script.write_text(
+        "#!/bin/bash\n" + command_line(["srun", *trainkit_command(config, tmp_path / "run")]) + "\n"
+    )
+    log = tmp_path / "job.log"
+    job = slurm.submit(
+        "--requeue",
+        "--ntasks=2",
+        "--open-mode=append",
+        "-o",
+        str(log),
+        "-D",
+        str(tmp_path),
+        str(script),
+    )
+    running = lambda: slurm.job_field(job, "JobState") in ("PENDING", "RUNNING")  # noqa: E731
+    wait_for_files([started], running, "training")
+    assert slurm.run("scancel", "--signal=USR1", job).returncode == 0
+    slurm.wait_for_state(job, ("PENDING",))
+    assert slurm.job_field(job, "Restarts") == "1", log.read_text()
+    # SLURM holds a requeued job for two minutes before it may start; the test needs no pause
+    assert slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now").returncode == 0
+    assert slurm.wait_job(job) == 0, log.read_text()
+    output = log.read_text()
+    assert output.count("preempted (SIGUSR1)") == 1, output
+    assert f"requeued SLURM job {job}" in output, output
+    assert "restart 1 (SLURM requeue): resuming from" in output, output
+    assert_same_weights(straight_run(2), checkpoints(tmp_path / "run")["last.ckpt"])
