@@ -159,26 +159,44 @@ def save_sharded_checkpoint(
 ) -> Path:
     """Every rank writes its shards of ``state_dict``/``optimizer_states`` (a collective); the
     writer rank adds the rest as trainkit.pt; the folder replaces ``path`` once complete."""
-    import shutil
-
     import torch.distributed.checkpoint as dcp
+
+    tmp = sharded_temp_folder(path, is_writer, barrier)
+    dcp.save(split_shards(checkpoint), checkpoint_id=str(tmp))
+    if is_writer:
+        commit_sharded(checkpoint, tmp, path)
+    barrier()
+    return Path(path)
+
+
+def sharded_temp_folder(path: str | os.PathLike, is_writer: bool, barrier: Any) -> Path:
+    """The folder a sharded checkpoint of ``path`` is written into, emptied (a collective)."""
+    import shutil
 
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     if is_writer and tmp.exists():
         shutil.rmtree(tmp)
     barrier()
-    shards = {key: checkpoint.pop(key) for key in ("state_dict", "optimizer_states")}
-    dcp.save(shards, checkpoint_id=str(tmp))
-    if is_writer:
-        save_checkpoint(checkpoint, tmp / SHARDED_META)
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
-        os.replace(tmp, path)
-    barrier()
-    return path
+    return tmp
+
+
+def split_shards(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """Take the sharded parts (weights, optimizer states) out of ``checkpoint``."""
+    return {key: checkpoint.pop(key) for key in ("state_dict", "optimizer_states")}
+
+
+def commit_sharded(rest: dict[str, Any], tmp: Path, path: str | os.PathLike) -> None:
+    """Once every rank's shards are in ``tmp``: add trainkit.pt and move the folder to ``path``."""
+    import shutil
+
+    path = Path(path)
+    save_checkpoint(rest, tmp / SHARDED_META)
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+    os.replace(tmp, path)
 
 
 def find_checkpoint(root: str | os.PathLike, name: str = "last.ckpt") -> Path | None:

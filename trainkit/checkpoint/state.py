@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from trainkit.checkpoint.checkpoint_io import CheckpointIO, TorchCheckpointIO
 from trainkit.checkpoint.io import (
     CHECKPOINT_FORMAT,
     CheckpointError,
@@ -19,8 +20,9 @@ from trainkit.module import TrainModule
 from trainkit.seed import collect_rng_states, restore_rng_states
 
 
-def dump(state: RunState) -> dict[str, Any]:
-    """Everything needed to continue exactly: weights, optimizers, loop position, every RNG."""
+def dump(state: RunState, weights_only: bool = False) -> dict[str, Any]:
+    """Everything needed to continue exactly: weights, optimizers, loop position, every RNG;
+    ``weights_only``: as Lightning, no optimizer, scheduler, scaler, RNG or callback state."""
     module = state.module
     strategy = state.strategy
     position = state.position
@@ -51,14 +53,61 @@ def dump(state: RunState) -> dict[str, Any]:
     if state.datamodule is not None:
         checkpoint["datamodule_hyper_parameters"] = plain_hparams(state.datamodule.hparams)
         checkpoint["datamodule_state"] = state.datamodule.state_dict()
-    state.hooks.call_callbacks("on_save_checkpoint", checkpoint)
+    if weights_only:
+        for key in RESUME_ONLY:
+            checkpoint.pop(key, None)
+    else:
+        state.hooks.call_callbacks("on_save_checkpoint", checkpoint)
     module.on_save_checkpoint(checkpoint)
     return checkpoint
 
 
+RESUME_ONLY = (  # what a weights-only checkpoint leaves out
+    "optimizer_states",
+    "lr_schedulers",
+    "precision_scaler",
+    "rng_states",
+    "epoch_start_rng_states",
+    "callbacks",
+    "epoch_metrics_so_far",
+)
+
+
+def checkpoint_io(state: RunState) -> CheckpointIO:
+    """The CheckpointIO of the run (an atomic torch.save on this thread unless one was given)."""
+    return state.checkpoint_io if state.checkpoint_io is not None else TorchCheckpointIO()
+
+
+def save(state: RunState, path: str, weights_only: bool = False) -> None:
+    """Write a full (or weights-only) checkpoint of ``state`` through its CheckpointIO (every
+    rank calls this).
+    During the fit loop an asynchronous write may still be in flight when this returns (the end
+    of fit waits for it); anywhere else the file is complete."""
+    io = checkpoint_io(state)
+    state.strategy.save_checkpoint_file(dump(state, weights_only), path, io)
+    if state.preemption is None:  # no fit loop will wait for it
+        io.wait()
+
+
+def finish_saves(state: RunState, error: BaseException | None = None) -> None:
+    """Wait for the save in flight and let the CheckpointIO free what it holds; a failed write
+    raises, unless ``error`` already fails the run (the write's failure is then noted on it)."""
+    io = state.checkpoint_io
+    if io is None:
+        return
+    try:
+        io.teardown()
+    except Exception as write_error:
+        if error is None:
+            raise
+        error.add_note(f"also: {write_error}")
+
+
 def restore(state: RunState, path: str, full: bool, weights_only: bool = True) -> dict[str, Any]:
     """Load weights (and, with ``full``, optimizers, schedulers, loops, callbacks, RNG)."""
-    checkpoint = load_checkpoint(path, map_location="cpu", weights_only=weights_only)
+    checkpoint = checkpoint_io(state).load_checkpoint(
+        path, map_location="cpu", weights_only=weights_only
+    )
     require_state_dict(checkpoint, path)
     module = state.module
     module.on_load_checkpoint(checkpoint)

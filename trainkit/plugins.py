@@ -1,0 +1,38 @@
+"""Trainer plugins (Lightning's ``plugins=`` argument): how checkpoints are written.
+
+``Trainer(plugins=[AsyncCheckpointIO()])`` or, in a config, ``trainer: {plugins: AsyncCheckpointIO}``
+saves checkpoints in a background thread (see trainkit.checkpoint.async_io); the default is
+TorchCheckpointIO, an atomic ``torch.save`` that training waits for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainkit.checkpoint.async_io import AsyncCheckpointIO, CheckpointWriteError
+from trainkit.checkpoint.checkpoint_io import CheckpointIO, TorchCheckpointIO
+from trainkit.errors import ConfigError
+
+__all__ = [
+    "AsyncCheckpointIO",
+    "CheckpointIO",
+    "CheckpointWriteError",
+    "TorchCheckpointIO",
+    "checkpoint_io_from",
+]
+
+
+def checkpoint_io_from(plugins: Any) -> CheckpointIO:
+    """The CheckpointIO among the Trainer's ``plugins`` (None, one plugin or a list of them)."""
+    given = plugins if isinstance(plugins, list | tuple) else [plugins]
+    chosen = [plugin for plugin in given if plugin is not None]
+    expected = "AsyncCheckpointIO(), TorchCheckpointIO() or another CheckpointIO, at most one"
+    for plugin in chosen:
+        if not isinstance(plugin, CheckpointIO):
+            raise ConfigError(
+                "trainer.plugins", plugin, expected, "e.g. plugins: AsyncCheckpointIO"
+            )
+    if len(chosen) > 1:
+        names = [type(plugin).__name__ for plugin in chosen]
+        raise ConfigError("trainer.plugins", names, expected, "keep one CheckpointIO")
+    return chosen[0] if chosen else TorchCheckpointIO()
