@@ -64,6 +64,9 @@ class Logger:
     def log_graph(self, model: Any, input_array: Any = None) -> None:
         """Record the model's graph (loggers that can; called once at fit start)."""
 
+    def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
+        """Called by ModelCheckpoint after each save (loggers that upload checkpoints)."""
+
     def save(self) -> None: ...
 
     def finalize(self, status: str) -> None:
