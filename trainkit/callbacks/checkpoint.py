@@ -3,178 +3,379 @@
 from __future__ import annotations
 
 import math
-import re
-import shutil
+import os
+import time
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from trainkit.callbacks.base import Callback
-from trainkit.errors import ConfigError
+import torch
 
-_FIELD = re.compile(r"\{([A-Za-z_][\w/.-]*)(:[^}]*)?\}")
+from trainkit.callbacks import checkpoint_files as files
+from trainkit.callbacks.base import Checkpoint
+from trainkit.distributed.comm import rank_zero_info
+from trainkit.errors import ConfigError, MisconfigurationError
 
 
-class ModelCheckpoint(Callback):
-    """Save checkpoints at epoch ends (and every N steps): top-k by ``monitor`` (or the latest),
-    plus ``last.ckpt``; a mid-epoch checkpoint resumes at the exact batch it was taken after."""
+class ModelCheckpoint(Checkpoint):
+    """Save the top k checkpoints by ``monitor`` (or the latest) and ``last.ckpt``.
 
+    Saves every N epochs (the default: each epoch), every N steps or every time interval; a
+    mid-epoch checkpoint resumes at the exact batch it was taken after."""
+
+    CHECKPOINT_JOIN_CHAR = "-"
+    CHECKPOINT_EQUALS_CHAR = "="
+    CHECKPOINT_NAME_LAST = "last"
+    FILE_EXTENSION = ".ckpt"
+    STARTING_VERSION = 1
     order = 20  # runs after other callbacks, once epoch metrics are reduced
 
     def __init__(
         self,
-        dirpath: str | None = None,
+        dirpath: str | os.PathLike | None = None,
         filename: str | None = None,
         monitor: str | None = None,
-        mode: str = "min",
+        verbose: bool = False,
+        save_last: bool | Literal["link"] | None = True,
         save_top_k: int = 1,
-        save_last: bool = True,
-        every_n_epochs: int = 1,
-        every_n_train_steps: int = 0,
+        save_on_exception: bool = False,
+        save_weights_only: bool = False,
+        mode: str = "min",
         auto_insert_metric_name: bool = True,
+        every_n_train_steps: int | None = None,
+        train_time_interval: timedelta | None = None,
+        every_n_epochs: int | None = None,
+        save_on_train_epoch_end: bool | None = None,
+        enable_version_counter: bool = True,
     ) -> None:
         """
         Args:
             dirpath: Folder of the checkpoints (default: the run's log folder / checkpoints).
             filename: Name template, e.g. '{epoch}-{val_loss:.2f}' (default '{epoch}-{step}').
             monitor: Logged metric that ranks checkpoints (None: keep the latest).
-            mode: 'min' or 'max': which way the monitored metric improves.
+            verbose: Print each save and each score that did not make the top k.
+            save_last: Also keep last.ckpt, the newest state, for --ckpt_path last
+                (refreshed at every epoch end); 'link': a symlink when it equals a saved file.
             save_top_k: How many best checkpoints to keep (-1: all, 0: none).
-            save_last: Also keep last.ckpt, the newest state, for --ckpt_path last.
-            every_n_epochs: Save at the end of every N-th epoch.
-            every_n_train_steps: Also save after every N optimizer steps, mid-epoch (0: off).
+            save_on_exception: Save a checkpoint when fit raises an exception.
+            save_weights_only: Save the weights and loop position only (no optimizer,
+                scheduler or callback state: such a checkpoint cannot resume a fit).
+            mode: 'min' or 'max': which way the monitored metric improves.
             auto_insert_metric_name: Write 'epoch=3' rather than '3' in filenames.
+            every_n_train_steps: Save after every N optimizer steps, mid-epoch.
+            train_time_interval: Save when this much training time has passed since the last save.
+            every_n_epochs: Save every N epochs (0: never at epoch ends); the default when no
+                trigger is set is 1. At most one of the three triggers may be set.
+            save_on_train_epoch_end: Save at the training epoch end (True) or after each
+                validation (False); None: at epoch end when validation runs once per epoch.
+            enable_version_counter: Add '-v1', '-v2' to a name that exists already, instead of
+                overwriting it.
         """
         if mode not in ("min", "max"):
             raise ConfigError("ModelCheckpoint mode", mode, "'min' or 'max'")
+        if save_last not in (True, False, None, "link"):
+            raise ConfigError("ModelCheckpoint save_last", save_last, "true, false, null or 'link'")
         if save_top_k < -1:
             raise ConfigError(
                 "ModelCheckpoint save_top_k", save_top_k, "-1 (all), 0 or a positive int"
             )
-        if every_n_epochs < 1:
-            raise ConfigError("ModelCheckpoint every_n_epochs", every_n_epochs, "an int >= 1")
-        if every_n_train_steps < 0:
+        if monitor is None and save_top_k not in (-1, 0, 1):
             raise ConfigError(
-                "ModelCheckpoint every_n_train_steps", every_n_train_steps, "0 (off) or an int >= 1"
+                "ModelCheckpoint save_top_k",
+                save_top_k,
+                "-1, 0 or 1 without a monitor",
+                "set monitor to the logged metric that ranks the checkpoints",
             )
-        self.dirpath = dirpath
+        self.dirpath = os.path.realpath(os.path.expanduser(dirpath)) if dirpath else None
         self.filename = filename
         self.monitor = monitor
-        self.mode = mode
-        self.save_top_k = save_top_k
+        self.verbose = verbose
         self.save_last = save_last
-        self.every_n_epochs = every_n_epochs
-        self.every_n_train_steps = every_n_train_steps
-        self._saved_at_step = -1
+        self.save_top_k = save_top_k
+        self.save_on_exception = save_on_exception
+        self.save_weights_only = save_weights_only
+        self.mode = mode
         self.auto_insert_metric_name = auto_insert_metric_name
-        self.best_k_models: dict[str, float] = {}
+        self.every_n_train_steps, self.every_n_epochs = files.triggers(
+            every_n_train_steps, every_n_epochs, train_time_interval
+        )
+        self.train_time_interval = train_time_interval
+        self._save_on_train_epoch_end = save_on_train_epoch_end
+        self._enable_version_counter = enable_version_counter
+        self._last_global_step_saved = 0  # nothing to save before a step was taken
+        self._last_time_checked: float | None = None
+        self._deferred = False  # a step/time save waits for its monitored metric
+        self._last_checkpoint_saved = ""  # the newest file saved (last.ckpt aside)
+        self.current_score: torch.Tensor | None = None
+        self.best_k_models: dict[str, torch.Tensor] = {}
+        self.kth_best_model_path = ""
+        self.kth_value = torch.tensor(math.inf if mode == "min" else -math.inf)
         self.best_model_path = ""
-        self.best_model_score: float | None = None
+        self.best_model_score: torch.Tensor | None = None
         self.last_model_path = ""
 
+    @property
+    def state_key(self) -> str:
+        """Distinct per monitor, mode and trigger, so several ModelCheckpoints keep their states."""
+        settings = {
+            "monitor": self.monitor,
+            "mode": self.mode,
+            "every_n_train_steps": self.every_n_train_steps,
+            "every_n_epochs": self.every_n_epochs,
+            "train_time_interval": self.train_time_interval,
+        }
+        return f"{type(self).__qualname__}{settings!r}"
+
+    # ---- when to save --------------------------------------------------------------------------
     def setup(self, trainer: Any, module: Any, stage: str) -> None:
         if self.dirpath is None:
             self.dirpath = str(Path(trainer.log_dir) / "checkpoints")
+        self.dirpath = trainer.strategy.broadcast(self.dirpath)
+
+    def on_train_start(self, trainer: Any, module: Any) -> None:
+        self._last_time_checked = time.monotonic()
 
     def on_train_batch_end(
         self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        every = self.every_n_train_steps
-        step = trainer.global_step
-        if every and step % every == 0 and step != self._saved_at_step:
-            self._saved_at_step = step
-            self._save(trainer)
+        step_due = (
+            self.every_n_train_steps >= 1 and trainer.global_step % self.every_n_train_steps == 0
+        )
+        time_due = False
+        if self.train_time_interval is not None and self._last_time_checked is not None:
+            now = time.monotonic()
+            passed = now - self._last_time_checked >= self.train_time_interval.total_seconds()
+            time_due = bool(trainer.strategy.broadcast(passed))  # rank 0's clock decides
+            if time_due:
+                self._last_time_checked = now
+        if not (step_due or time_due) or self._skip(trainer):
+            return
+        metrics = files.monitor_candidates(trainer)
+        if self.monitor is not None and self.monitor not in metrics:
+            self._deferred = True  # saved after the validation that logs it
+            return
+        saved = self._save_top_k(trainer, metrics)
+        self._save_last(trainer, metrics, saved)
 
     def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
-        if (trainer.current_epoch + 1) % self.every_n_epochs and not trainer.is_final_epoch:
+        if self._skip_stage(trainer):
             return
-        self._save(trainer)
+        metrics = files.monitor_candidates(trainer)
+        saved = False
+        if (
+            self._saves_on_train_epoch_end(trainer)
+            and self._epoch_due(trainer)
+            and self._last_global_step_saved != trainer.global_step
+        ):
+            saved = self._save_top_k(trainer, metrics)
+        self._save_last(trainer, metrics, saved)  # last.ckpt: the completed epoch, every epoch
 
-    def _save(self, trainer: Any) -> None:
-        metrics = {k: _as_float(v) for k, v in trainer.callback_metrics.items()}
-        if self.save_top_k != 0:
-            self._save_top_k(trainer, metrics)
-        if self.save_last:
-            self.last_model_path = str(Path(self.dirpath) / "last.ckpt")
-            trainer.save_checkpoint(self.last_model_path)
+    def on_validation_end(self, trainer: Any, module: Any) -> None:
+        if self._skip_stage(trainer):
+            return
+        metrics = files.monitor_candidates(trainer)
+        if self._deferred and (self.monitor is None or self.monitor in metrics):
+            self._deferred = False
+            saved = self._save_top_k(trainer, metrics)
+            self._save_last(trainer, metrics, saved)
+            return
+        if self._saves_on_train_epoch_end(trainer) or not self._epoch_due(trainer):
+            return
+        if self._last_global_step_saved != trainer.global_step:
+            saved = self._save_top_k(trainer, metrics)
+            self._save_last(trainer, metrics, saved)
 
-    def _save_top_k(self, trainer: Any, metrics: dict[str, float]) -> None:
-        filepath = self.format_path(trainer.current_epoch, trainer.global_step, metrics)
+    def on_exception(self, trainer: Any, module: Any, exception: BaseException) -> None:
+        if (
+            not self.save_on_exception
+            or self.dirpath is None
+            or self._skip_stage(trainer)
+            or self._last_global_step_saved == trainer.global_step
+        ):
+            return
+        if trainer.world_size > 1:  # the other ranks are not saving: a checkpoint needs them
+            rank_zero_info("ModelCheckpoint: no checkpoint on exception in a multi-rank run")
+            return
+        metrics = files.monitor_candidates(trainer)
+        filepath = self.format_checkpoint_name(metrics)
+        self._save_checkpoint(trainer, filepath)
+        self._save_last(trainer, metrics)
+        rank_zero_info(
+            f"An {type(exception).__name__} was raised with message: {exception}, saved "
+            f"checkpoint to {filepath}"
+        )
+
+    def _skip_stage(self, trainer: Any) -> bool:
+        return bool(trainer.fast_dev_run) or trainer.state != "fit" or trainer.sanity_checking
+
+    def _skip(self, trainer: Any) -> bool:
+        return self._skip_stage(trainer) or self._last_global_step_saved == trainer.global_step
+
+    def _epoch_due(self, trainer: Any) -> bool:
+        every = self.every_n_epochs
+        return every >= 1 and ((trainer.current_epoch + 1) % every == 0 or trainer.is_final_epoch)
+
+    def _saves_on_train_epoch_end(self, trainer: Any) -> bool:
+        """Lightning's rule: at epoch end unless validation runs more than once an epoch or
+        not every epoch (then after each validation)."""
+        if self._save_on_train_epoch_end is not None:
+            return self._save_on_train_epoch_end
+        if trainer.check_val_every_n_epoch != 1:
+            return False
+        if not trainer.val_loaders:
+            return True
+        return trainer.val_check_interval == 1.0
+
+    # ---- what to save --------------------------------------------------------------------------
+    def _save_top_k(self, trainer: Any, metrics: dict[str, Any]) -> bool:
+        """Save a top-k checkpoint if it qualifies; returns whether one was written."""
+        if self.save_top_k == 0:
+            return False
         if self.monitor is None:
-            if self.save_top_k == 1:
-                self._remove(trainer, [p for p in self.best_k_models if p != filepath])
-                self.best_k_models = {}
-            self.best_k_models[filepath] = float("nan")
-            self.best_model_path = filepath
-            trainer.save_checkpoint(filepath)
-            return
+            filepath = self._free_name(trainer, metrics)
+            previous, self.best_model_path = self.best_model_path, filepath
+            self._save_checkpoint(trainer, filepath)
+            if self.save_top_k == 1 and previous and self._removable(previous, filepath):
+                files.remove_checkpoint(trainer, previous)
+            return True
         if self.monitor not in metrics:
-            raise KeyError(
-                f"ModelCheckpoint(monitor={self.monitor!r}) found no such logged metric; "
-                f"logged: {sorted(metrics)}"
+            raise MisconfigurationError(
+                f"`ModelCheckpoint(monitor={self.monitor!r})` could not find the monitored key in "
+                f"the returned metrics: {list(metrics)}. HINT: Did you call "
+                f"`log({self.monitor!r}, value)` in the `LightningModule`?"
             )
-        score = metrics[self.monitor]
-        if math.isnan(score) or not self._improves(score):
-            return
-        self.best_k_models[filepath] = score
-        if self.save_top_k != -1 and len(self.best_k_models) > self.save_top_k:
-            worst = max(self.best_k_models, key=self._badness)
-            self.best_k_models.pop(worst)
-            self._remove(trainer, [worst])
-        self.best_model_path = min(self.best_k_models, key=self._badness)
-        self.best_model_score = self.best_k_models[self.best_model_path]
-        trainer.save_checkpoint(filepath)
+        current = torch.as_tensor(metrics[self.monitor], dtype=torch.float32).detach().cpu()
+        self.current_score = current
+        if self._qualifies(trainer, current):
+            self._update_best_and_save(trainer, current, metrics)
+            return True
+        if self.verbose:
+            rank_zero_info(
+                f"Epoch {metrics['epoch']:d}, global step {metrics['step']:d}: "
+                f"{self.monitor!r} was not in top {self.save_top_k}"
+            )
+        return False
 
-    def _improves(self, score: float) -> bool:
+    def _qualifies(self, trainer: Any, current: torch.Tensor) -> bool:
         if self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k:
             return True
-        worst = max(self.best_k_models.values(), key=lambda s: s if self.mode == "min" else -s)
-        return score < worst if self.mode == "min" else score > worst
+        better = bool(current < self.kth_value if self.mode == "min" else current > self.kth_value)
+        if trainer.world_size > 1:  # every rank must agree
+            better = all(trainer.strategy.all_gather_object(better))
+        return better
 
-    def _badness(self, path: str) -> float:
-        score = self.best_k_models[path]
-        return score if self.mode == "min" else -score
+    def _update_best_and_save(
+        self, trainer: Any, current: torch.Tensor, metrics: dict[str, Any]
+    ) -> None:
+        k = len(self.best_k_models) + 1 if self.save_top_k == -1 else self.save_top_k
+        dropped = None
+        if len(self.best_k_models) == k:
+            dropped = self.kth_best_model_path
+            self.best_k_models.pop(dropped)
+        if torch.isnan(current):  # a NaN score ranks worst
+            current = torch.tensor(math.inf if self.mode == "min" else -math.inf)
+        filepath = self._free_name(trainer, metrics, dropped)
+        self.current_score = current
+        self.best_k_models[filepath] = current
+        worst, best = (max, min) if self.mode == "min" else (min, max)
+        if len(self.best_k_models) == k:
+            self.kth_best_model_path = worst(self.best_k_models, key=self.best_k_models.get)
+            self.kth_value = self.best_k_models[self.kth_best_model_path]
+        self.best_model_path = best(self.best_k_models, key=self.best_k_models.get)
+        self.best_model_score = self.best_k_models[self.best_model_path]
+        if self.verbose:
+            rank_zero_info(
+                f"Epoch {metrics['epoch']:d}, global step {metrics['step']:d}: {self.monitor!r} "
+                f"reached {current.item():0.5f} (best {self.best_model_score.item():0.5f}), "
+                f"saving model to {filepath!r} as top {k}"
+            )
+        self._save_checkpoint(trainer, filepath)
+        if dropped and self._removable(dropped, filepath):
+            files.remove_checkpoint(trainer, dropped)
 
-    @staticmethod
-    def _remove(trainer: Any, paths: list[str]) -> None:
-        if trainer.is_global_zero:
-            for path in paths:
-                if Path(path).is_dir():  # a sharded checkpoint folder
-                    shutil.rmtree(path)
-                else:
-                    Path(path).unlink(missing_ok=True)
+    def _save_last(self, trainer: Any, metrics: dict[str, Any], just_saved: bool = True) -> None:
+        """last.ckpt (CHECKPOINT_NAME_LAST): a link to the file just saved with 'link', else a
+        full checkpoint of the current state."""
+        if not self.save_last:
+            return
+        filepath = self.format_checkpoint_name(metrics, self.CHECKPOINT_NAME_LAST)
+        previous, self.last_model_path = self.last_model_path, filepath
+        newest = self._last_checkpoint_saved
+        if self.save_last == "link" and just_saved and newest and newest != filepath:
+            files.link_checkpoint(trainer, newest, filepath)
+        else:
+            self._save_checkpoint(trainer, filepath)
+        if previous and previous != filepath and self._removable(previous, filepath):
+            files.remove_checkpoint(trainer, previous)
+
+    def _save_checkpoint(self, trainer: Any, filepath: str) -> None:
+        trainer.save_checkpoint(filepath, self.save_weights_only)
+        self._last_global_step_saved = trainer.global_step
+        if Path(filepath).name != f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}":
+            self._last_checkpoint_saved = filepath
+        files.notify_loggers(trainer, self)
+
+    def _removable(self, previous: str, current: str) -> bool:
+        kept = previous in self.best_k_models or previous == self.last_model_path
+        return previous != current and not kept and files.inside(self.dirpath, previous)
+
+    # ---- names ---------------------------------------------------------------------------------
+    def format_checkpoint_name(
+        self,
+        metrics: dict[str, Any],
+        filename: str | None = None,
+        ver: int | None = None,
+        prefix: str = "",
+    ) -> str:
+        """The path for a checkpoint: ``dirpath/{filename template filled}[-v{ver}].ckpt``."""
+        name = files.fill_template(
+            filename or self.filename or "{epoch}-{step}", metrics, self.auto_insert_metric_name
+        )
+        if prefix:
+            name = f"{prefix}{self.CHECKPOINT_JOIN_CHAR}{name}"
+        if ver is not None:
+            name = f"{name}{self.CHECKPOINT_JOIN_CHAR}v{ver}"
+        name += self.FILE_EXTENSION
+        return str(Path(self.dirpath) / name) if self.dirpath else name
 
     def format_path(self, epoch: int, step: int, metrics: dict[str, float]) -> str:
         """Fill the filename template: ``{epoch}-{val_loss:.2f}`` -> ``epoch=3-val_loss=0.12``."""
-        template = self.filename or "{epoch}-{step}"
-        values = {"epoch": epoch, "step": step, **metrics}
+        return self.format_checkpoint_name({"epoch": epoch, "step": step, **metrics})
 
-        def fill(match: re.Match) -> str:
-            name, spec = match.group(1), match.group(2) or ""
-            value = values.get(name, float("nan"))
-            text = format(value, spec[1:]) if spec else str(value)
-            return f"{name}={text}" if self.auto_insert_metric_name else text
+    def _free_name(self, trainer: Any, metrics: dict[str, Any], replaced: str | None = None) -> str:
+        """The formatted name, versioned ('-v1', ...) while a file of that name exists."""
+        filepath = self.format_checkpoint_name(metrics)
+        if not self._enable_version_counter:
+            return filepath
+        version = self.STARTING_VERSION
+        while filepath != replaced and files.exists_on_rank_zero(trainer, filepath):
+            filepath = self.format_checkpoint_name(metrics, ver=version)
+            version += 1
+        return filepath
 
-        return str(Path(self.dirpath) / (_FIELD.sub(fill, template) + ".ckpt"))
-
+    # ---- state ---------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return {
             "monitor": self.monitor,
-            "best_model_path": self.best_model_path,
             "best_model_score": self.best_model_score,
-            "best_k_models": dict(self.best_k_models),
-            "last_model_path": self.last_model_path,
+            "best_model_path": self.best_model_path,
+            "current_score": self.current_score,
             "dirpath": self.dirpath,
+            "best_k_models": dict(self.best_k_models),
+            "kth_best_model_path": self.kth_best_model_path,
+            "kth_value": self.kth_value,
+            "last_model_path": self.last_model_path,
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         if self.dirpath is None:
             self.dirpath = state_dict.get("dirpath")
         if state_dict.get("dirpath") == self.dirpath:
-            self.best_k_models = dict(state_dict["best_k_models"])
-            self.best_model_path = state_dict["best_model_path"]
-            self.best_model_score = state_dict["best_model_score"]
-        self.last_model_path = state_dict.get("last_model_path", "")
-
-
-def _as_float(value: Any) -> float:
-    return value.item() if hasattr(value, "item") else float(value)
+            self.best_k_models = {
+                k: torch.as_tensor(v) for k, v in state_dict["best_k_models"].items()
+            }
+            self.best_model_score = files.tensor_or_none(state_dict["best_model_score"])
+            self.kth_best_model_path = state_dict.get("kth_best_model_path", "")
+            self.kth_value = torch.as_tensor(state_dict.get("kth_value", self.kth_value))
+            self.last_model_path = state_dict.get("last_model_path", "")
+        self.best_model_path = state_dict["best_model_path"]

@@ -1,110 +1,198 @@
-"""ProgressBar: rich bars on a terminal, one summary line per epoch otherwise; rank 0 only."""
+"""ProgressBar: the base of progress bars, and trainkit's default one: rich bars on a terminal,
+one summary line per epoch otherwise; global rank 0 only."""
 
 from __future__ import annotations
 
-import sys
+import importlib
+import math
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from trainkit.callbacks.base import Callback
 from trainkit.metrics import to_float
 
 
+class Bars(Protocol):
+    """What draws the bars (rich or tqdm): one training bar and one evaluation bar at a time."""
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def train_start(self, description: str, total: int | None) -> None: ...
+    def train_update(self, completed: int, metrics: str) -> None: ...
+    def eval_start(self, description: str, total: int | None) -> None: ...
+    def eval_update(self, completed: int, total: int | None) -> None: ...
+    def eval_end(self) -> None: ...
+
+
 class ProgressBar(Callback):
-    """Show training/validation progress with the ``prog_bar`` metrics, on global rank 0."""
+    """Show progress and the ``prog_bar`` metrics: rich bars on a terminal, else a line an epoch.
+
+    Global rank 0 only. Subclasses (RichProgressBar, TQDMProgressBar) always draw bars; the
+    Trainer adds no default bar when one is given."""
 
     order = 30  # runs after other callbacks, once epoch metrics are reduced
 
     def __init__(self, refresh_rate: int = 10, force_rich: bool | None = None) -> None:
-        self.refresh_rate = max(1, refresh_rate)
+        """
+        Args:
+            refresh_rate: Redraw every N batches (0: no bar).
+            force_rich: Draw rich bars (True) or print a line per epoch (False); None: rich
+                on a terminal only.
+        """
+        self._refresh_rate = refresh_rate
         self.force_rich = force_rich
-        self._progress: Any = None
-        self._train_task: Any = None
-        self._val_task: Any = None
+        self._enabled = True
+        self._bars: Bars | None = None
         self._epoch_started = 0.0
-        self.enabled = True
 
+    # ---- the base API (Lightning's ProgressBar) --------------------------------------------------
+    @property
+    def refresh_rate(self) -> int:
+        return self._refresh_rate
+
+    @property
+    def is_enabled(self) -> bool:
+        return self._enabled and self.refresh_rate > 0
+
+    @property
+    def is_disabled(self) -> bool:
+        return not self.is_enabled
+
+    def enable(self) -> None:
+        """Show the bar (from the next update)."""
+        self._enabled = True
+
+    def disable(self) -> None:
+        """Hide the bar (ranks other than 0 are always disabled)."""
+        self._enabled = False
+
+    def get_metrics(self, trainer: Any, pl_module: Any) -> dict[str, int | str | float]:
+        """What the bar shows: the ``prog_bar`` metrics, and ``v_num`` (the logger's version)."""
+        metrics: dict[str, int | str | float] = {
+            name: to_float(value) for name, value in trainer.progress_bar_metrics.items()
+        }
+        version = getattr(trainer.logger, "version", None)
+        if version is not None:
+            metrics["v_num"] = version[-4:] if isinstance(version, str) else version
+        return metrics
+
+    def epoch_description(self, trainer: Any) -> str:
+        """The label of the training bar."""
+        return f"epoch {trainer.current_epoch}"
+
+    def metrics_text(self, trainer: Any, pl_module: Any) -> str:
+        """The metrics beside the training bar."""
+        return "  ".join(f"{k}={to_float(v):.4g}" for k, v in trainer.progress_bar_metrics.items())
+
+    def make_bars(self) -> Bars | None:
+        """The drawing of this bar (None: a line per epoch instead)."""
+        from trainkit.distributed.env import output_is_terminal  # mpirun's pty is no terminal
+
+        use_rich = output_is_terminal() if self.force_rich is None else self.force_rich
+        if not use_rich:
+            return None
+        from trainkit.callbacks.rich_bars import RichBars
+
+        return RichBars(leave=False)
+
+    # ---- hooks -----------------------------------------------------------------------------------
     def setup(self, trainer: Any, module: Any, stage: str) -> None:
-        self.enabled = trainer.is_global_zero
-        use_rich = sys.stdout.isatty() if self.force_rich is None else self.force_rich
-        if self.enabled and use_rich and self._progress is None:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self._progress = Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                TextColumn("{task.fields[metrics]}"),
-                transient=False,
-            )
-            self._progress.start()
+        if not trainer.is_global_zero:
+            self.disable()
+        if self.is_enabled and self._bars is None:
+            self._bars = self.make_bars()
+            if self._bars is not None:
+                self._bars.start()
 
     def teardown(self, trainer: Any, module: Any, stage: str) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
-
-    def _metrics_text(self, trainer: Any) -> str:
-        return "  ".join(f"{k}={to_float(v):.4g}" for k, v in trainer.progress_bar_metrics.items())
+        if self._bars is not None:
+            self._bars.stop()
+            self._bars = None
 
     def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
         self._epoch_started = time.perf_counter()
-        if self._progress is not None:
-            total = trainer.num_training_batches
-            if self._train_task is not None:
-                self._progress.remove_task(self._train_task)
-            self._train_task = self._progress.add_task(
-                f"epoch {trainer.current_epoch}",
-                total=total if total != float("inf") else None,
-                metrics="",
+        if self._bars is not None:
+            self._bars.train_start(
+                self.epoch_description(trainer), _known(trainer.num_training_batches)
             )
 
     def on_train_batch_end(
         self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        if self._progress is not None and (batch_idx + 1) % self.refresh_rate == 0:
-            self._progress.update(
-                self._train_task, completed=batch_idx + 1, metrics=self._metrics_text(trainer)
-            )
+        if self._bars is not None and (batch_idx + 1) % self.refresh_rate == 0:
+            self._bars.train_update(batch_idx + 1, self.metrics_text(trainer, module))
 
     def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
-        if not self.enabled:
-            return
-        if self._progress is not None:
-            self._progress.update(
-                self._train_task,
-                completed=trainer.num_training_batches_seen,
-                metrics=self._metrics_text(trainer),
+        if self._bars is not None:
+            self._bars.train_update(
+                trainer.num_training_batches_seen, self.metrics_text(trainer, module)
             )
-            return
-        seconds = time.perf_counter() - self._epoch_started
-        print(
-            f"epoch {trainer.current_epoch}: step {trainer.global_step}  "
-            f"{self._metrics_text(trainer)}  ({seconds:.2f}s)",
-            flush=True,
-        )
+        elif self.is_enabled:
+            seconds = time.perf_counter() - self._epoch_started
+            print(
+                f"epoch {trainer.current_epoch}: step {trainer.global_step}  "
+                f"{self.metrics_text(trainer, module)}  ({seconds:.2f}s)",
+                flush=True,
+            )
+
+    def _eval_start(self, trainer: Any, description: str) -> None:
+        if self._bars is not None:
+            self._bars.eval_start(description, _known(trainer.num_eval_batches) or None)
+
+    def _eval_update(self, trainer: Any, batch_idx: int) -> None:
+        if self._bars is not None and (batch_idx + 1) % self.refresh_rate == 0:
+            self._bars.eval_update(batch_idx + 1, _known(trainer.num_eval_batches) or None)
+
+    def _eval_end(self) -> None:
+        if self._bars is not None:
+            self._bars.eval_end()
 
     def on_validation_epoch_start(self, trainer: Any, module: Any) -> None:
-        if self._progress is not None and not trainer.sanity_checking:
-            self._val_task = self._progress.add_task(
-                "validate", total=trainer.num_eval_batches or None, metrics=""
-            )
+        self._eval_start(trainer, "Sanity Checking" if trainer.sanity_checking else "Validation")
 
-    def on_validation_batch_end(self, trainer, module, outputs, batch, batch_idx, dataloader_idx=0):
-        if self._val_task is not None:  # each loader restarts batch_idx and sets its total
-            total = trainer.num_eval_batches or None
-            self._progress.update(self._val_task, total=total, completed=batch_idx + 1)
+    def on_validation_batch_end(
+        self,
+        trainer: Any,
+        module: Any,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        self._eval_update(trainer, batch_idx)
 
     def on_validation_epoch_end(self, trainer: Any, module: Any) -> None:
-        if self._val_task is not None:
-            self._progress.remove_task(self._val_task)
-            self._val_task = None
+        self._eval_end()
+
+    def on_test_epoch_start(self, trainer: Any, module: Any) -> None:
+        self._eval_start(trainer, "Testing")
+
+    def on_test_batch_end(
+        self,
+        trainer: Any,
+        module: Any,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        self._eval_update(trainer, batch_idx)
+
+    def on_test_epoch_end(self, trainer: Any, module: Any) -> None:
+        self._eval_end()
+
+
+def _known(total: int | float) -> int | None:
+    return None if total is None or total == math.inf else int(total)
+
+
+def __getattr__(name: str) -> Any:
+    """Lightning's ``callbacks.progress`` also holds RichProgressBar and TQDMProgressBar."""
+    homes = {
+        "RichProgressBar": "trainkit.callbacks.rich_progress",
+        "RichProgressBarTheme": "trainkit.callbacks.rich_bars",
+        "TQDMProgressBar": "trainkit.callbacks.tqdm_progress",
+    }
+    if name in homes:
+        return getattr(importlib.import_module(homes[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

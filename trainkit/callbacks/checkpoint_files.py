@@ -1,0 +1,130 @@
+"""ModelCheckpoint's helpers: its triggers, file names (templates, versions) and file operations."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainkit.errors import ConfigError
+
+_FIELD = re.compile(r"\{([A-Za-z_][\w/.-]*)(:[^}]*)?\}")
+
+
+def fill_template(template: str, metrics: dict[str, Any], insert_name: bool) -> str:
+    """``{epoch}-{val_loss:.2f}`` -> ``epoch=3-val_loss=0.12`` (``3-0.12`` without names);
+    a name that was not logged reads as 0, as in Lightning."""
+
+    def fill(match: re.Match) -> str:
+        name, spec = match.group(1), match.group(2) or ""
+        value = metrics.get(name, 0)
+        if isinstance(value, torch.Tensor):
+            value = value.item()
+        text = format(value, spec[1:]) if spec else str(value)
+        return f"{name}={text}" if insert_name else text
+
+    return _FIELD.sub(fill, template)
+
+
+def monitor_candidates(trainer: Any) -> dict[str, Any]:
+    """What a filename and ``monitor`` can use: the callback metrics plus ``epoch`` and ``step``."""
+    candidates = dict(trainer.callback_metrics)
+    candidates.setdefault("epoch", trainer.current_epoch)
+    candidates.setdefault("step", trainer.global_step)
+    for key in ("epoch", "step"):
+        if isinstance(candidates[key], torch.Tensor):
+            candidates[key] = int(candidates[key].item())
+    return candidates
+
+
+def exists_on_rank_zero(trainer: Any, path: str) -> bool:
+    """Whether ``path`` exists, as global rank 0 sees it (every rank gets the same answer)."""
+    return bool(trainer.strategy.broadcast(os.path.lexists(path)))
+
+
+def remove_checkpoint(trainer: Any, path: str) -> None:
+    """Delete a checkpoint file (or sharded checkpoint folder) on global rank 0."""
+    if not trainer.is_global_zero:
+        return
+    target = Path(path)
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target)
+    else:
+        target.unlink(missing_ok=True)
+
+
+def link_checkpoint(trainer: Any, target: str, link: str) -> None:
+    """Make ``link`` a relative symlink to ``target`` (a copy where links are not allowed)."""
+    if trainer.is_global_zero and os.path.abspath(target) != os.path.abspath(link):
+        path = Path(link)
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        elif path.is_dir():
+            shutil.rmtree(path)
+        try:
+            os.symlink(os.path.relpath(target, os.path.dirname(link)), link)
+        except OSError:
+            wait_for_saves(trainer)  # a copy needs the whole file, also when written async
+            shutil.copy(target, link)
+    trainer.strategy.barrier()
+
+
+def inside(folder: str, path: str) -> bool:
+    """Whether ``path`` lies inside ``folder`` (only such files are ever deleted)."""
+    return Path(folder).absolute() in Path(path).absolute().parents
+
+
+def notify_loggers(trainer: Any, callback: Any) -> None:
+    """Lightning's ``logger.after_save_checkpoint(callback)``, on global rank 0, for loggers
+    that define it (e.g. to upload the new checkpoint)."""
+    if not trainer.is_global_zero:
+        return
+    from trainkit.loggers.base import Logger
+
+    hooks = [
+        logger.after_save_checkpoint
+        for logger in trainer.loggers
+        if callable(getattr(logger, "after_save_checkpoint", None))
+    ]
+    if any(getattr(hook, "__func__", None) is not Logger.after_save_checkpoint for hook in hooks):
+        wait_for_saves(trainer)  # a logger that uploads the file needs all of it on disk
+    for hook in hooks:
+        hook(callback)
+
+
+def wait_for_saves(trainer: Any) -> None:
+    """Block until the run's CheckpointIO has written every save (async saves finish)."""
+    io = trainer.run_state.checkpoint_io
+    if io is not None:
+        io.wait()
+
+
+def tensor_or_none(value: Any) -> torch.Tensor | None:
+    """A saved score as a tensor (None stays None)."""
+    return None if value is None else torch.as_tensor(value)
+
+
+def triggers(
+    every_n_train_steps: int | None, every_n_epochs: int | None, interval: timedelta | None
+) -> tuple[int, int]:
+    """Lightning's triggers: none given means every epoch; at most one may be set."""
+    if every_n_train_steps is None and every_n_epochs is None and interval is None:
+        return 0, 1
+    steps, epochs = every_n_train_steps or 0, every_n_epochs or 0
+    if steps < 0:
+        raise ConfigError("ModelCheckpoint every_n_train_steps", steps, "an int >= 0")
+    if epochs < 0:
+        raise ConfigError("ModelCheckpoint every_n_epochs", epochs, "an int >= 0")
+    if (steps >= 1) + (epochs >= 1) + (interval is not None) > 1:
+        raise ConfigError(
+            "ModelCheckpoint triggers",
+            f"every_n_train_steps={steps}, every_n_epochs={epochs}, train_time_interval={interval}",
+            "one of them at most",
+            "keep one trigger, or use two ModelCheckpoint callbacks",
+        )
+    return steps, epochs
