@@ -63,7 +63,7 @@ def summarize(message: str, help_hint: str) -> str:
         )
     if key and expected:
         return f"{key} {value!r}; expected {' or '.join(dict.fromkeys(expected))}; {help_hint}"
-    text = " ".join(message.split())
+    text = " ".join(message.split()).rstrip(".")
     if len(text) > 300:
         text = text[:297] + "..."
     return f"{text}; {help_hint}"

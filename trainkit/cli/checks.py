@@ -1,0 +1,44 @@
+"""Checks a CLI makes before it runs a stage: the checkpoint asked for exists and fits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def check_checkpoint(trainer: Any, model: Any, subcommand: str, ckpt_path: str | None) -> None:
+    """Before any rank starts: the checkpoint exists and fits the model (checked once, by the
+    process the user started; a rank trainkit launched skips it)."""
+    import os
+
+    from trainkit.distributed.signals import ERROR_FILE_ENV
+
+    check_ckpt_path(ckpt_path, trainer.default_root_dir)
+    if ckpt_path is None or not trainer.is_global_zero or os.environ.get(ERROR_FILE_ENV):
+        return
+    from trainkit.checkpoint.state import resolve_path, verify
+
+    weights_only = trainer.checkpoint_weights_only
+    path = resolve_path(
+        ckpt_path, trainer.checkpoint_callback, trainer.default_root_dir, weights_only
+    )
+    verify(path, model, weights_only, full=subcommand == "fit")
+
+
+def check_ckpt_path(ckpt_path: str | None, root: str) -> None:
+    """Fail early (exit 2) when a requested checkpoint cannot exist."""
+    from trainkit.checkpoint.io import find_checkpoint
+
+    if ckpt_path is None:
+        return
+    if ckpt_path in ("last", "best"):
+        if find_checkpoint(root) is None:
+            raise FileNotFoundError(
+                f"ckpt_path {ckpt_path!r}: no checkpoint under {root!r}; expected a finished fit there; "
+                "run fit first or pass a path"
+            )
+        return
+    if not Path(ckpt_path).exists():
+        raise FileNotFoundError(
+            f"ckpt_path {ckpt_path!r} does not exist; expected 'last', 'best' or a file path"
+        )

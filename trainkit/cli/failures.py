@@ -1,0 +1,118 @@
+"""Bad input to a CLI ends as one line on stderr and exit code 2, never a traceback: what was
+wrong, the accepted forms, and the fix."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+def fail(message: str, prog: str = "trainkit") -> None:
+    """Bad input: one line on stderr, exit code 2, no traceback."""
+    print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+def config_error_inside(error: BaseException) -> BaseException | None:
+    """The ConfigError a model or data __init__ raised, from the errors wrapped around it."""
+    from trainkit.cli.errors import exception_chain
+    from trainkit.errors import ConfigError
+
+    return next((e for e in exception_chain(error) if isinstance(e, ConfigError)), None)
+
+
+def invalid_yaml_file(argv: list[str]) -> str | None:
+    """For a config that does not parse: the first ``-c`` file that is not valid YAML, with the
+    line and column of the problem (the parser names no file), or None."""
+    import yaml
+
+    for flag, value in itertools.pairwise(argv):
+        if flag not in ("-c", "--config"):
+            continue
+        try:
+            yaml.safe_load(Path(value).read_text(encoding="utf-8"))
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+            return (
+                f"config file {value!r} is not valid YAML: {problem}{where}; expected YAML "
+                "sections like model:, data:, trainer:; fix the syntax there"
+            )
+        except (OSError, UnicodeDecodeError):
+            continue
+    return None
+
+
+def undecodable_file(argv: list[str]) -> str:
+    """The first ``-c``/``--config`` file that is not UTF-8 (the decoder names no file)."""
+    for flag, value in itertools.pairwise(argv):
+        if flag in ("-c", "--config"):
+            try:
+                Path(value).read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                return value
+            except OSError:
+                continue
+    return "?"
+
+
+@contextlib.contextmanager
+def one_line_parse_errors(prog: str, argv: list[str], hint: str, parser: Any) -> Iterator[None]:
+    """Around parsing and building the classes: each kind of bad input as one line.
+    ``parser``: a callable returning the parser that knows the options (for suggestions)."""
+    from jsonargparse import ArgumentError
+    from omegaconf.errors import OmegaConfBaseException
+
+    from trainkit.errors import ConfigError
+
+    try:
+        yield
+    except ArgumentError as err:
+        from trainkit.cli.errors import summarize, unknown_options
+
+        known = parser()
+        unknown = unknown_options(str(err), known.get_defaults(), hint) if known else None
+        broken = invalid_yaml_file(argv) if "Problems parsing config" in str(err) else None
+        fail(unknown or broken or summarize(str(err), hint), prog)
+    except ConfigError as err:
+        fail(str(err), prog)
+    except UnicodeDecodeError as err:
+        fail(
+            f"config file {undecodable_file(argv)!r} is not UTF-8 text (byte "
+            f"{err.object[err.start : err.start + 1]!r} at offset {err.start}); expected a "
+            "UTF-8 YAML file; save it as UTF-8",
+            prog,
+        )
+    except OmegaConfBaseException as err:
+        reason = str(err).splitlines()[0]
+        fail(
+            f"config interpolation failed: {reason}; expected ${{section.key}} or "
+            f"${{oc.env:VAR,default}}; {hint}",
+            prog,
+        )
+    except ValueError as err:  # jsonargparse wraps what a class's __init__ rejected
+        from trainkit.cli.errors import raised_in_init
+
+        inner = config_error_inside(err)
+        rejected = raised_in_init(err, str(err)) if inner is None else None
+        if inner is None and rejected is None:
+            raise
+        fail(str(inner) if inner is not None else rejected, prog)
+
+
+@contextlib.contextmanager
+def one_line_run_errors(prog: str, also: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+    """Around a Trainer stage: what the Trainer found wrong with the input (and the ``also``
+    kinds, for a pre-flight check), as one line."""
+    from trainkit.checkpoint.io import CheckpointError
+    from trainkit.errors import ConfigError, MisconfigurationError
+
+    try:
+        yield
+    except (ConfigError, CheckpointError, MisconfigurationError, *also) as err:
+        fail(str(err), prog)
