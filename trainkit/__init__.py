@@ -24,6 +24,8 @@ _LAZY = {
     "ProgressBar": "trainkit.callbacks.progress",
     "TensorBoardLogger": "trainkit.loggers.tensorboard",
     "CSVLogger": "trainkit.loggers.csv",
+    "MLFlowLogger": "trainkit.loggers.mlflow",
+    "WandbLogger": "trainkit.loggers.wandb",
     "TrainkitCLI": "trainkit.cli.command",
     "rank_zero_only": "trainkit.distributed.comm",
     "rank_zero_info": "trainkit.distributed.comm",
@@ -40,6 +42,8 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
+    if name in ("callbacks", "loggers", "strategies"):  # `pl.callbacks.EarlyStopping`, as Lightning
+        return importlib.import_module(f"trainkit.{name}")
     raise AttributeError(f"module 'trainkit' has no attribute {name!r}")
 
 

@@ -6,7 +6,13 @@ import math
 import os
 from typing import Any
 
-from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, RandomSampler
+from torch.utils.data import (
+    DataLoader,
+    DistributedSampler,
+    IterableDataset,
+    RandomSampler,
+    SequentialSampler,
+)
 
 from trainkit.errors import ConfigError
 from trainkit.seed import worker_init_fn, workers_seeding_enabled
@@ -32,14 +38,18 @@ def prepare_loader(
     train: bool,
     use_distributed_sampler: bool,
     batch_size: int | None = None,
+    unshuffled: bool = False,
 ) -> Any:
     """Give ``loader`` a DistributedSampler when distributed (and allowed), a new batch size when
-    asked (``batch_size_mode: effective``), and seeded workers."""
+    asked (``batch_size_mode: effective``), and seeded workers; ``unshuffled`` (overfit_batches)
+    replaces a shuffling sampler with the dataset's order."""
     if not isinstance(loader, DataLoader):
         return loader
     sampler = None
+    if unshuffled and isinstance(loader.sampler, RandomSampler):
+        sampler = SequentialSampler(loader.dataset)
     if sampler_kwargs and use_distributed_sampler and _needs_sampler(loader):
-        shuffle = train and isinstance(loader.sampler, RandomSampler)
+        shuffle = train and isinstance(loader.sampler, RandomSampler) and not unshuffled
         seed = int(os.environ.get("TRAINKIT_GLOBAL_SEED", 0))
         sampler = DistributedSampler(
             loader.dataset,

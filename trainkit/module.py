@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from trainkit.hparams import AttributeDict, collect_init_args, select_hparams
+from trainkit.module_members import (
+    ModeHooks,
+    OptimizationHooks,
+    OptimizationMembers,
+    TransferHooks,
+)
 
 
 class HooksMixin:
@@ -51,6 +57,12 @@ class HooksMixin:
     def on_predict_end(self) -> None: ...
     def on_predict_epoch_start(self) -> None: ...
     def on_predict_epoch_end(self) -> None: ...
+    def on_predict_batch_start(
+        self, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None: ...
+    def on_predict_batch_end(
+        self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None: ...
     def on_before_backward(self, loss: Tensor) -> None: ...
     def on_after_backward(self) -> None: ...
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None: ...
@@ -59,7 +71,9 @@ class HooksMixin:
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None: ...
 
 
-class TrainModule(HooksMixin, nn.Module):
+class TrainModule(
+    HooksMixin, ModeHooks, TransferHooks, OptimizationMembers, OptimizationHooks, nn.Module
+):
     """Subclass this: define training_step and configure_optimizers, the Trainer does the rest."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -67,6 +81,10 @@ class TrainModule(HooksMixin, nn.Module):
         self.automatic_optimization: bool = True
         self._trainer: Any = None
         self._hparams: AttributeDict = AttributeDict()
+        self._log_hyperparams = True
+        self._example_input_array: Any = None
+        self._toggled: dict[nn.Parameter, bool] = {}
+        self.strict_loading = True
 
     # ---- steps the user defines -------------------------------------------------------------
     def training_step(self, batch: Any, batch_idx: int) -> Tensor | Mapping[str, Any] | None:
@@ -88,6 +106,11 @@ class TrainModule(HooksMixin, nn.Module):
     def configure_optimizers(self) -> Any:
         """Return an optimizer, a list of them, or a dict with ``optimizer`` and ``lr_scheduler``."""
         raise NotImplementedError
+
+    def configure_model(self) -> None:
+        """Build layers here instead of ``__init__`` to create them sharded (fsdp: on the meta
+        device, each rank materialising its own shard); called at every stage's setup, so make
+        it idempotent (return if the layers exist)."""
 
     def configure_callbacks(self) -> list[Any]:
         """Callbacks this model always wants; they are added to the Trainer's."""
@@ -139,6 +162,35 @@ class TrainModule(HooksMixin, nn.Module):
     def hparams(self) -> AttributeDict:
         return self._hparams
 
+    @property
+    def log_hyperparams(self) -> bool:
+        """Whether loggers receive the hyperparameters (``save_hyperparameters(logger=...)``)."""
+        return self._log_hyperparams
+
+    @property
+    def on_gpu(self) -> bool:
+        """Whether the module's parameters are on a CUDA device."""
+        return self.device.type == "cuda"
+
+    @property
+    def logger(self) -> Any:
+        """The Trainer's first logger (None when there is none)."""
+        return self._trainer.logger if self._trainer is not None else None
+
+    @property
+    def loggers(self) -> list[Any]:
+        """Every logger of the Trainer."""
+        return self._trainer.loggers if self._trainer is not None else []
+
+    @property
+    def example_input_array(self) -> Any:
+        """An input for ``log_graph`` and the model summary (set it in ``__init__``)."""
+        return self._example_input_array
+
+    @example_input_array.setter
+    def example_input_array(self, example: Any) -> None:
+        object.__setattr__(self, "_example_input_array", example)
+
     # ---- logging ------------------------------------------------------------------------------
     def log(
         self,
@@ -172,23 +224,61 @@ class TrainModule(HooksMixin, nn.Module):
             print(*args, **kwargs)
 
     # ---- hyperparameters --------------------------------------------------------------------
-    def save_hyperparameters(self, *names: Any, ignore: str | list[str] | None = None) -> None:
-        """Store the ``__init__`` arguments in ``self.hparams``, checkpoints and hparams.yaml."""
-        frame = inspect.currentframe()
-        init_args = collect_init_args(frame.f_back, self) if frame else {}
+    def save_hyperparameters(
+        self,
+        *names: Any,
+        ignore: str | list[str] | None = None,
+        frame: Any = None,
+        logger: bool = True,
+    ) -> None:
+        """Store the ``__init__`` arguments in ``self.hparams``, checkpoints and hparams.yaml
+        (and the loggers, unless ``logger=False``)."""
+        if frame is None:
+            current = inspect.currentframe()
+            frame = current.f_back if current else None
+        init_args = collect_init_args(frame, self) if frame else {}
         self._hparams = AttributeDict(select_hparams(init_args, names, ignore))
+        self._log_hyperparams = logger
+
+    def freeze(self) -> None:
+        """No gradients for any parameter, and evaluation mode."""
+        for param in self.parameters():
+            param.requires_grad = False
+        self.eval()
+
+    def unfreeze(self) -> None:
+        """Gradients for every parameter again, and training mode."""
+        for param in self.parameters():
+            param.requires_grad = True
+        self.train()
 
     @classmethod
-    def load_from_checkpoint(cls, path: str, map_location: Any = "cpu", **overrides: Any):
-        """Build the module from a checkpoint's hyperparameters and load its weights."""
+    def load_from_checkpoint(
+        cls,
+        checkpoint_path: str,
+        map_location: Any = "cpu",
+        hparams_file: str | None = None,
+        strict: bool | None = None,
+        **overrides: Any,
+    ):
+        """Build the module from a checkpoint's hyperparameters (or ``hparams_file``), updated
+        by ``overrides``, and load its weights (``strict``: every key must match)."""
         from trainkit.checkpoint.io import check_fits, load_checkpoint, require_state_dict
 
+        path = checkpoint_path
         checkpoint = load_checkpoint(path, map_location=map_location)
         require_state_dict(checkpoint, path)
-        kwargs = {**checkpoint.get("hyper_parameters", {}), **overrides}
-        model = cls(**kwargs)
-        check_fits(model, checkpoint["state_dict"], str(path))
-        model.load_state_dict(checkpoint["state_dict"])
+        saved = checkpoint.get("hyper_parameters", {})
+        if hparams_file is not None:
+            import yaml
+
+            with open(hparams_file) as file:
+                saved = yaml.safe_load(file) or {}
+        model = cls(**{**saved, **overrides})
+        strict = model.strict_loading if strict is None else strict
+        if strict:
+            check_fits(model, checkpoint["state_dict"], str(path))
+        model.load_state_dict(checkpoint["state_dict"], strict=strict)
         model.on_load_checkpoint(checkpoint)
         return model
 
@@ -209,9 +299,26 @@ class TrainModule(HooksMixin, nn.Module):
         """``loss.backward()`` through the precision plugin and strategy (manual optimization)."""
         self.trainer.run_state.stepper.backward(loss)
 
-    def all_gather(self, tensor: Tensor) -> Tensor:
-        """Stack ``tensor`` from every rank along a new first dimension."""
-        return self.trainer.strategy.all_gather(tensor)
+    def all_gather(self, data: Any, sync_grads: bool = False) -> Any:
+        """``data`` (a tensor, number, or a dict/list of them) from every rank, stacked along a
+        new first dimension (unchanged on one process); ``sync_grads`` keeps the gradient."""
+        gather = self.trainer.strategy.all_gather
+        if sync_grads and self.trainer.world_size > 1:
+            from torch.distributed.nn.functional import all_gather as gather_with_grads
+
+            def gather(tensor: Tensor) -> Tensor:
+                return torch.stack(gather_with_grads(tensor.contiguous()))
+
+        def each(value: Any) -> Any:
+            if isinstance(value, Mapping):
+                return {key: each(item) for key, item in value.items()}
+            if isinstance(value, list | tuple):
+                return type(value)(each(item) for item in value)
+            if isinstance(value, int | float | bool):
+                value = torch.tensor(value, device=self.device)
+            return gather(value) if isinstance(value, Tensor) else value
+
+        return each(data)
 
 
 def defines_training_step(module: TrainModule) -> bool:
@@ -227,3 +334,15 @@ def defines_optimizers(module: TrainModule) -> bool:
 
 
 LightningModule = TrainModule  # Lightning's name, so ``import trainkit as pl`` code runs unchanged
+
+
+def without_batch_idx(module: TrainModule, name: str, step: Callable[..., Any]) -> Callable:
+    """``step`` as the loops call it, ``(batch, batch_idx, ...)``, for a module whose step
+    method leaves ``batch_idx`` out (Lightning allows ``training_step(self, batch)``)."""
+    params = inspect.signature(getattr(module, name)).parameters.values()
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return step
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) >= 2:
+        return step
+    return lambda batch, *_: step(batch)

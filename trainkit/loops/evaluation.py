@@ -9,9 +9,9 @@ import torch
 
 from trainkit.callbacks.base import overrides
 from trainkit.data import limited_batches
-from trainkit.loops.iterate import start_iterating
+from trainkit.loops.iterate import batch_transfer, start_iterating
 from trainkit.loops.state import RunState
-from trainkit.module import TrainModule
+from trainkit.module import TrainModule, without_batch_idx
 
 
 class EvalLoop:
@@ -29,21 +29,23 @@ class EvalLoop:
         strategy = state.strategy
         hooks = state.hooks
         step = state.profiler.wrap(f"{stage}_step", strategy.step_fn(module, f"{stage}_step"))
+        step = without_batch_idx(module, f"{stage}_step", step)
         step_end_name = f"{stage}_step_end"
         step_end = (
             getattr(module, step_end_name)
             if overrides(module, TrainModule, step_end_name)
             else strategy.default_step_end()
         )
-        to_device = strategy.batch_transfer_fn()
+        to_device = batch_transfer(strategy, module)
         end_hooks = hooks.bound(f"on_{stage}_batch_end")
         start_hooks = hooks.bound(f"on_{stage}_batch_start")
         previous_store = state.metrics.active
         store = state.metrics.new_store(stage)
         was_training = module.training
-        module.eval()
+        getattr(module, f"on_{stage}_model_eval")()
         results: list[dict[str, torch.Tensor]] = []
-        grad_off = torch.no_grad() if state.stage == "fit" else torch.inference_mode()
+        inference = state.inference_mode and state.stage != "fit"
+        grad_off = torch.inference_mode() if inference else torch.no_grad()
         limit_name = f"limit_{'val' if stage == 'validation' else stage}_batches"
         totals = [limited_batches(loader, limit, limit_name) for loader in loaders]
         # known before the start hooks, so a progress bar shows the right total from the start
@@ -85,5 +87,6 @@ class EvalLoop:
                 hooks.call(f"on_{stage}_end")
         finally:
             state.metrics.active = previous_store
-            module.train(was_training)
+            if was_training:
+                getattr(module, f"on_{stage}_model_train")()
         return results

@@ -14,10 +14,10 @@ from trainkit.distributed import rank_board
 from trainkit.distributed.rank_board import DATA, TRAINING_STEP
 from trainkit.errors import ConfigError, MisconfigurationError
 from trainkit.loops.evaluation import EvalLoop
-from trainkit.loops.iterate import start_iterating
+from trainkit.loops.iterate import batch_transfer, start_iterating
 from trainkit.loops.state import RunState
 from trainkit.metrics import MetricStore, to_float
-from trainkit.module import TrainModule
+from trainkit.module import TrainModule, without_batch_idx
 from trainkit.seed import collect_rng_states
 
 
@@ -36,10 +36,13 @@ def extract_loss(output: Any) -> torch.Tensor | None:
 def val_every_n_batches(state: RunState) -> int:
     """Training batches between two validations in the current epoch (0: none this epoch)."""
     limits = state.limits
-    if not state.val_loaders or (state.position.epoch + 1) % limits.check_val_every_n_epoch:
+    every_n_epochs = limits.check_val_every_n_epoch
+    if not state.val_loaders or (every_n_epochs and (state.position.epoch + 1) % every_n_epochs):
         return 0
     total = state.position.epoch_batches
     interval = limits.val_check_interval
+    if every_n_epochs is None:  # counted across epochs: see run_batches
+        return interval
     if isinstance(interval, int):
         if interval > total:
             raise ConfigError(
@@ -56,14 +59,28 @@ def val_every_n_batches(state: RunState) -> int:
     return max(1, int(total * interval))
 
 
-def step_scheduler(config: Any, metrics: dict[str, Any]) -> None:
-    """Step one scheduler; ReduceLROnPlateau-style ones get their monitored metric."""
+def epoch_offset(state: RunState) -> int:
+    """Training batches of the epochs before this one, when validation counts across epochs."""
+    position = state.position
+    if state.limits.check_val_every_n_epoch is not None or position.epoch_batches == math.inf:
+        return 0
+    return position.epoch * position.epoch_batches
+
+
+def step_scheduler(config: Any, metrics: dict[str, Any], module: Any = None) -> None:
+    """Step one scheduler (through the module's ``lr_scheduler_step`` when it overrides it);
+    ReduceLROnPlateau-style ones get their monitored metric."""
+    metric = None
     if config.needs_metric:
         if config.monitor not in metrics:
             raise KeyError(
                 f"lr_scheduler monitor {config.monitor!r} was not logged; logged: {sorted(metrics)}"
             )
-        config.scheduler.step(to_float(metrics[config.monitor]))
+        metric = to_float(metrics[config.monitor])
+    if module is not None and overrides(module, TrainModule, "lr_scheduler_step"):
+        module.lr_scheduler_step(config.scheduler, metric)
+    elif metric is not None:
+        config.scheduler.step(metric)
     else:
         config.scheduler.step()
 
@@ -96,6 +113,10 @@ class FitLoop:
     def run_epoch(self) -> None:
         state = self.state
         position = state.position
+        every = state.limits.reload_dataloaders_every_n_epochs
+        if every and state.reload_loaders and position.epoch and position.epoch % every == 0:
+            train, state.val_loaders = state.reload_loaders()
+            state.train_loader = train[0]
         loader = state.train_loader
         set_sampler_epoch(loader, position.epoch)
         position.epoch_batches = limited_batches(
@@ -119,6 +140,8 @@ class FitLoop:
     def run_validation(self) -> None:
         state = self.state
         state.board.mark(rank_board.VALIDATION)
+        if overrides(state.module, TrainModule, "on_validation_model_zero_grad"):
+            state.module.on_validation_model_zero_grad()  # not by default: see docs/compat.md
         EvalLoop(state, "validation").run(state.val_loaders, state.limits.limit_val_batches)
         state.metrics.active = state.metrics.train_store
 
@@ -131,7 +154,8 @@ class FitLoop:
         strategy = state.strategy
         precision = state.precision
         step_fn = state.profiler.wrap("training_step", strategy.training_step_fn(wrapped, module))
-        to_device = strategy.batch_transfer_fn()
+        step_fn = without_batch_idx(module, "training_step", step_fn)
+        to_device = batch_transfer(strategy, module)
         start_hooks = state.hooks.bound("on_train_batch_start")
         end_hooks = state.hooks.bound("on_train_batch_end")
         step_end = (
@@ -145,6 +169,8 @@ class FitLoop:
         accumulate = state.limits.accumulate_grad_batches
         total = position.epoch_batches
         val_every = val_every_n_batches(state)
+        # check_val_every_n_epoch None: the interval counts the batches of earlier epochs too
+        val_offset = epoch_offset(state) if val_every else 0
         log_every = state.limits.log_every_n_steps if state.loggers else 0
         log_step = state.metrics.log_step
         max_steps = state.limits.max_steps
@@ -161,7 +187,9 @@ class FitLoop:
         position.batches_done = skip
         if skip:
             checkpoint_state.restore_rng(state, after_skip=True)
-            if val_every and skip % val_every == 0:  # it ran after the checkpoint was taken
+            if (
+                val_every and (val_offset + skip) % val_every == 0
+            ):  # it ran after the checkpoint was taken
                 self.run_validation()
         batch_idx = skip - 1
         for batch_idx, batch in enumerate(iterator, start=skip):
@@ -211,9 +239,9 @@ class FitLoop:
             if preemption is not None and preemption.should_stop(not automatic or boundary):
                 preemption.save_and_stop()
                 break
-            if val_every and (batch_idx + 1) % val_every == 0:
+            if val_every and (val_offset + batch_idx + 1) % val_every == 0:
                 self.run_validation()
-            if stop.should_stop or (0 <= max_steps <= position.global_step):
+            if (stop.should_stop and state.min_trained) or 0 <= max_steps <= position.global_step:
                 break
             mark(DATA, epoch, batch_idx + 1)
         position.batches_done = batch_idx + 1
@@ -235,7 +263,7 @@ class FitLoop:
         )
         for config in state.lr_scheduler_configs if completed else ():
             if config.interval == "epoch" and (position.epoch + 1) % config.frequency == 0:
-                step_scheduler(config, state.metrics.callback_metrics)
+                step_scheduler(config, state.metrics.callback_metrics, state.module)
         state.hooks.call_callbacks("on_train_epoch_end", only=monitors)
         for logger in state.loggers if state.strategy.is_global_zero else ():
             logger.save()

@@ -1,10 +1,12 @@
-"""Starting to iterate a DataLoader safely while collectives may be in flight."""
+"""Starting to iterate a DataLoader safely while collectives may be in flight, and how each
+batch then reaches the device."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from trainkit.callbacks.base import overrides
 from trainkit.distributed.fork_safety import forks_workers, let_collective_threads_leave_python
 
 
@@ -16,3 +18,23 @@ def start_iterating(loader: Any, preemption: Any = None) -> Iterator[Any]:
             preemption.settle()
         let_collective_threads_leave_python()
     return iter(loader)
+
+
+TRANSFER_HOOKS = ("on_before_batch_transfer", "transfer_batch_to_device", "on_after_batch_transfer")
+
+
+def batch_transfer(strategy: Any, module: Any) -> Callable[[Any], Any] | None:
+    """How a batch reaches the device: the strategy's way (None: it is there already), or,
+    when the module overrides one of Lightning's transfer hooks, through all three of them."""
+    from trainkit.module import TrainModule
+
+    if not any(overrides(module, TrainModule, hook) for hook in TRANSFER_HOOKS):
+        return strategy.batch_transfer_fn()
+    device = strategy.root_device
+
+    def transfer(batch: Any, dataloader_idx: int = 0) -> Any:
+        batch = module.on_before_batch_transfer(batch, dataloader_idx)
+        batch = module.transfer_batch_to_device(batch, device, dataloader_idx)
+        return module.on_after_batch_transfer(batch, dataloader_idx)
+
+    return transfer

@@ -21,6 +21,12 @@ class MetricHub:
         self.epoch_metrics: dict[str, torch.Tensor] = {}
         self.prog_bar_epoch_keys: dict[str, None] = {}
 
+    def reset(self) -> None:
+        """Forget every metric: each stage (fit, validate, test...) starts with none."""
+        self.active = self.train_store = None
+        self.epoch_metrics = {}
+        self.prog_bar_epoch_keys = {}
+
     @property
     def callback_metrics(self) -> dict[str, torch.Tensor]:
         """Latest step values and epoch aggregates, by name; what monitors read."""

@@ -7,8 +7,9 @@ from typing import Any
 import torch
 
 from trainkit.data import limited_batches
-from trainkit.loops.iterate import start_iterating
+from trainkit.loops.iterate import batch_transfer, start_iterating
 from trainkit.loops.state import RunState
+from trainkit.module import without_batch_idx
 
 
 class PredictLoop:
@@ -22,12 +23,15 @@ class PredictLoop:
         state = self.state
         module = state.module
         hooks = state.hooks
-        to_device = state.strategy.batch_transfer_fn()
-        predict_step = state.strategy.step_fn(module, "predict_step")
+        to_device = batch_transfer(state.strategy, module)
+        predict_step = without_batch_idx(
+            module, "predict_step", state.strategy.step_fn(module, "predict_step")
+        )
+        start_hooks = hooks.bound("on_predict_batch_start")
         end_hooks = hooks.bound("on_predict_batch_end")
-        module.eval()
+        module.on_predict_model_eval()
         outputs: list[list[Any]] = []
-        with torch.inference_mode():
+        with torch.inference_mode() if state.inference_mode else torch.no_grad():
             hooks.call("on_predict_start")
             hooks.call("on_predict_epoch_start")
             for loader_idx, loader in enumerate(loaders):
@@ -39,6 +43,8 @@ class PredictLoop:
                         break
                     if to_device is not None:
                         batch = to_device(batch)
+                    for hook in start_hooks:
+                        hook(batch, batch_idx, loader_idx)
                     with state.precision.autocast():
                         output = predict_step(batch, batch_idx, *extra)
                     collected.append(output)

@@ -54,17 +54,20 @@ class LoopLimits:
     max_epochs: int | float = 1000
     min_epochs: int = 0
     max_steps: int = -1
+    min_steps: int = -1
     limit_train_batches: int | float = 1.0
     limit_val_batches: int | float = 1.0
     limit_test_batches: int | float = 1.0
     limit_predict_batches: int | float = 1.0
     val_check_interval: int | float = 1.0
-    check_val_every_n_epoch: int = 1
+    check_val_every_n_epoch: int | None = 1  # None: val_check_interval counts across epochs
     num_sanity_val_steps: int = 2
     accumulate_grad_batches: int = 1
     gradient_clip_val: float | None = None
     gradient_clip_algorithm: str = "norm"
     log_every_n_steps: int = 50
+    overfit_batches: int | float = 0
+    reload_dataloaders_every_n_epochs: int = 0
 
     def limit_for(self, stage: str) -> int | float:
         """The batch limit of a loop stage: train, validation/val, test or predict."""
@@ -133,10 +136,14 @@ class RunState:
     epoch_start_rng: Any = None  # RNG states when the current epoch began (for exact resume)
     stepper: Any = None  # the OptimizerStep of the current fit
     preemption: Any = None  # the Preemption watching the current fit
+    checkpoint_io: Any = None  # the CheckpointIO writing checkpoints (None: atomic torch.save)
     default_root_dir: str = "."
     log_dir: str | None = None  # the run's version_N folder, once agreed by every rank
     cli_config: str | None = None  # the resolved config a CLI run records in checkpoints
     model_callbacks_added: bool = False
+    inference_mode: bool = True  # evaluation under torch.inference_mode (else no_grad)
+    compile_options: Any = None  # torch.compile's arguments, or a user's compiler (None: off)
+    reload_loaders: Any = None  # () -> (train loader, val loaders), for reloading each N epochs
 
     @property
     def fit_done(self) -> bool:
@@ -149,13 +156,23 @@ class RunState:
             return True
         if position.epoch >= limits.max_epochs:
             return True
-        return self.stop.should_stop and position.epoch >= limits.min_epochs
+        return self.stop.should_stop and self.min_trained
+
+    @property
+    def min_trained(self) -> bool:
+        """Whether min_epochs and min_steps are done, so a callback's stop request counts."""
+        limits, position = self.limits, self.position
+        return position.epoch >= limits.min_epochs and position.global_step >= limits.min_steps
 
     @property
     def is_final_epoch(self) -> bool:
         """Whether the epoch now ending is the last one of this fit."""
         limits, position = self.limits, self.position
-        if self.stop.should_stop and position.epoch + 1 >= limits.min_epochs:
+        if (
+            self.stop.should_stop
+            and position.epoch + 1 >= limits.min_epochs
+            and position.global_step >= limits.min_steps
+        ):
             return True
         return (
             0 <= limits.max_steps <= position.global_step or position.epoch + 1 >= limits.max_epochs

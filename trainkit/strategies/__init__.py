@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 from trainkit.errors import ConfigError
-from trainkit.strategies.base import Placement, Strategy
+from trainkit.strategies.base import ParallelStrategy, Placement, Strategy
 from trainkit.strategies.ddp import DDPStrategy
 from trainkit.strategies.ddp2 import DDP2Strategy
 from trainkit.strategies.ddp_spawn import DDPSpawnStrategy
@@ -28,6 +31,21 @@ STRATEGIES: dict[str, type[Strategy]] = {
     "deepspeed": DeepSpeedStrategy,
 }
 
+# Lightning's registered names for a strategy with one setting changed
+ALIASES: dict[str, Callable[[], Strategy]] = {
+    "single_device": SingleDeviceStrategy,
+    "ddp_find_unused_parameters_true": partial(DDPStrategy, find_unused_parameters=True),
+    "ddp_find_unused_parameters_false": DDPStrategy,
+    "ddp_spawn_find_unused_parameters_true": partial(DDPSpawnStrategy, find_unused_parameters=True),
+    "ddp_spawn_find_unused_parameters_false": DDPSpawnStrategy,
+    "ddp_fork": partial(DDPSpawnStrategy, start_method="fork"),
+    "ddp_notebook": partial(DDPSpawnStrategy, start_method="fork"),
+    "ddp_fork_find_unused_parameters_true": partial(
+        DDPSpawnStrategy, start_method="fork", find_unused_parameters=True
+    ),
+    "fsdp_cpu_offload": partial(FSDPStrategy, cpu_offload=True),
+}
+
 
 def select_strategy(strategy: str | Strategy | None, placement: Placement) -> Strategy:
     """Build the named strategy for ``placement``; ``auto`` is ddp for several devices/nodes,
@@ -40,13 +58,16 @@ def select_strategy(strategy: str | Strategy | None, placement: Placement) -> St
         chosen = DDPStrategy() if many else SingleDeviceStrategy()
     elif isinstance(strategy, str) and strategy in STRATEGIES:
         chosen = STRATEGIES[strategy]()
+    elif isinstance(strategy, str) and strategy in ALIASES:
+        chosen = ALIASES[strategy]()
     elif isinstance(strategy, str) and strategy in DEEPSPEED_PRESETS:
         chosen = DeepSpeedStrategy.preset(strategy)
     else:
         raise ConfigError(
             "trainer.strategy",
             strategy,
-            f"'auto' or one of {', '.join(STRATEGIES)}",
+            f"'auto' or one of {', '.join(STRATEGIES)} (or Lightning's aliases: "
+            f"{', '.join(ALIASES)}, deepspeed_stage_N[_offload])",
             "see docs/strategies.md",
         )
     chosen.connect(placement)
@@ -54,10 +75,14 @@ def select_strategy(strategy: str | Strategy | None, placement: Placement) -> St
 
 
 __all__ = [
+    "ALIASES",
     "STRATEGIES",
     "DDPSpawnStrategy",
     "DDPStrategy",
+    "DataParallelStrategy",
     "DeepSpeedStrategy",
+    "FSDPStrategy",
+    "ParallelStrategy",
     "Placement",
     "SingleDeviceStrategy",
     "Strategy",

@@ -154,6 +154,27 @@ class Strategy:
         """How many processes the launcher starts on each node."""
         return self.selection.count if self.launches_processes else 1
 
+    @property
+    def num_processes(self) -> int:
+        """Processes on each node (Lightning's name for ``processes_per_node``)."""
+        return self.processes_per_node
+
+    @property
+    def cluster_environment(self) -> ClusterEnvironment:
+        """Where the ranks came from: trainkit's launcher, torchrun, SLURM or MPI."""
+        return self.cluster
+
+    def module_init_context(self, empty_init: bool | None = None) -> Any:
+        """Where layers built in ``configure_model`` (or under ``Trainer.init_module``) are
+        created: on this rank's device."""
+        return torch.device(self.root_device)
+
+    def manual_gradient_sync_fn(
+        self, wrapped: nn.Module, module: Any
+    ) -> Callable[[list[torch.Tensor]], None] | None:
+        """What syncs gradients after each ``manual_backward`` (None: the wrapper does)."""
+        return None
+
     def backward_fn(self) -> Callable[[torch.Tensor], None] | None:
         """Runs ``loss.backward`` itself (an engine that scales/partitions), or None for the default."""
         return None
@@ -199,7 +220,9 @@ class Strategy:
         return tensor
 
     def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
-        return tensor.unsqueeze(0)
+        """``tensor`` from every rank, stacked on a new first dimension (one process: as is,
+        as in Lightning)."""
+        return tensor
 
     def all_gather_object(self, obj: Any) -> list[Any]:
         return [obj]
@@ -216,15 +239,21 @@ class Strategy:
     def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
         return optimizer.state_dict()
 
-    def save_checkpoint_file(self, checkpoint: dict[str, Any], path: str) -> None:
-        """Write the checkpoint (called on every rank): one file, from global rank 0."""
+    def save_checkpoint_file(self, checkpoint: dict[str, Any], path: str, io: Any = None) -> None:
+        """Write the checkpoint (called on every rank): one file, from global rank 0, through
+        ``io`` (a CheckpointIO; default: an atomic torch.save)."""
         if self.is_global_zero:
-            from trainkit.checkpoint.io import save_checkpoint
+            from trainkit.checkpoint.checkpoint_io import TorchCheckpointIO
 
-            save_checkpoint(checkpoint, path)
+            (io if io is not None else TorchCheckpointIO()).save_checkpoint(checkpoint, path)
 
     def load_module_state_dict(self, module: nn.Module, state: dict[str, Any]) -> None:
         module.load_state_dict(state)
 
     def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: Any) -> None:
         optimizer.load_state_dict(state)
+
+
+class ParallelStrategy(Strategy):
+    """Base of the strategies over several devices or processes (Lightning's name, for
+    ``isinstance`` checks); ``is_distributed`` still says whether there is a process group."""

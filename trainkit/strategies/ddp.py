@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import functools
 import os
 import warnings
 from collections.abc import Callable
@@ -16,8 +17,9 @@ import torch.distributed as dist
 from torch import nn
 
 from trainkit.distributed.comm import all_reduce
+from trainkit.distributed.rendezvous import rendezvous_store
 from trainkit.errors import ConfigError
-from trainkit.strategies.base import Placement, Strategy
+from trainkit.strategies.base import ParallelStrategy, Placement
 
 BACKEND_ENV = "TRAINKIT_DISTRIBUTED_BACKEND"
 BACKENDS = ("gloo", "nccl", "mpi", "ucc")
@@ -66,6 +68,30 @@ def _destroy_process_group() -> None:
         dist.destroy_process_group()
 
 
+def manual_under_ddp(wrapped: nn.Module, module: Any) -> bool:
+    """Whether a manually optimized module runs in torch's own DDP wrapper."""
+    is_ddp = type(wrapped) is nn.parallel.DistributedDataParallel
+    return is_ddp and not module.automatic_optimization
+
+
+def unsynced_step(wrapped: nn.Module, *args: Any) -> Any:
+    """The training step through DDP (buffers broadcast) with its gradient reducer off."""
+    with wrapped.no_sync():
+        return wrapped(*args)
+
+
+def average_gradients(params: list[torch.Tensor]) -> None:
+    """All-reduce every gradient in one flat buffer and divide by the world size."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    flat = torch.cat([grad.reshape(-1) for grad in grads])
+    dist.all_reduce(flat)
+    flat /= dist.get_world_size()
+    for grad, synced in zip(grads, flat.split([grad.numel() for grad in grads])):
+        grad.copy_(synced.view_as(grad))
+
+
 class StepForwarder(nn.Module):
     """Routes DDP's forward to ``training_step`` so DDP sees the step and syncs gradients."""
 
@@ -88,7 +114,7 @@ class DDPOptions:
     timeout: float | None = None
 
 
-class DDPStrategy(Strategy):
+class DDPStrategy(ParallelStrategy):
     """Data parallel across processes: each rank holds a full replica and a data shard."""
 
     name = "ddp"
@@ -162,12 +188,14 @@ class DDPStrategy(Strategy):
         os.environ.setdefault("MASTER_ADDR", self.cluster.main_address)
         os.environ.setdefault("MASTER_PORT", str(self.cluster.main_port))
         seconds = collective_timeout(self.options.timeout)
-        dist.init_process_group(
-            self.backend,
-            rank=self.global_rank,
-            world_size=self.world_size,
-            timeout=timedelta(seconds=seconds) if seconds is not None else None,
-        )
+        with rendezvous_store(self.cluster, seconds) as store:  # SLURM/MPI: per job step
+            dist.init_process_group(
+                self.backend,
+                store=store,
+                rank=self.global_rank,
+                world_size=self.world_size,
+                timeout=timedelta(seconds=seconds) if seconds is not None else None,
+            )
 
     def setup_module(self, module: nn.Module) -> nn.Module:
         has_batchnorm = any(isinstance(m, BATCHNORMS) for m in module.modules())
@@ -194,7 +222,16 @@ class DDPStrategy(Strategy):
         )
 
     def training_step_fn(self, wrapped: nn.Module, module: Any) -> Callable[[Any, int], Any]:
+        if manual_under_ddp(wrapped, module):
+            return functools.partial(unsynced_step, wrapped)
         return wrapped
+
+    def manual_gradient_sync_fn(
+        self, wrapped: nn.Module, module: Any
+    ) -> Callable[[list[torch.Tensor]], None] | None:
+        """Manual optimization under DDP: every ``manual_backward`` averages the gradients
+        itself (DDP's reducer expects one backward per forward; a GAN step has two)."""
+        return average_gradients if manual_under_ddp(wrapped, module) else None
 
     def no_backward_sync(self, wrapped: nn.Module) -> contextlib.AbstractContextManager:
         return wrapped.no_sync()

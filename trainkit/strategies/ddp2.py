@@ -15,7 +15,7 @@ import torch.distributed as dist
 from torch import nn
 
 from trainkit.strategies.base import Placement, Strategy
-from trainkit.strategies.ddp import DDPStrategy
+from trainkit.strategies.ddp import DDPStrategy, average_gradients
 from trainkit.strategies.dp import DataParallelStrategy
 
 
@@ -65,15 +65,3 @@ class DDP2Strategy(DDPStrategy):
 
     def gradient_sync_fn(self) -> Callable[[list[torch.Tensor]], None] | None:
         return average_gradients
-
-
-def average_gradients(params: list[torch.Tensor]) -> None:
-    """All-reduce every gradient in one flat buffer and divide by the world size."""
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return
-    flat = torch.cat([grad.reshape(-1) for grad in grads])
-    dist.all_reduce(flat)
-    flat /= dist.get_world_size()
-    for grad, synced in zip(grads, flat.split([grad.numel() for grad in grads])):
-        grad.copy_(synced.view_as(grad))

@@ -114,6 +114,16 @@ class DeepSpeedStrategy(DDPStrategy):
     def stage(self) -> int:
         return int(self.config.get("zero_optimization", {}).get("stage", 0))
 
+    def module_init_context(self, empty_init: bool | None = None) -> Any:
+        """ZeRO stage 3: ``deepspeed.zero.Init``, each layer partitioned as it is created (one
+        full layer at a time); other stages: on the device."""
+        if self.stage < 3 or empty_init is False:
+            return super().module_init_context(empty_init)
+        import deepspeed
+
+        config = {"train_micro_batch_size_per_gpu": 1, **self.config}
+        return deepspeed.zero.Init(config_dict_or_path=config, remote_device=None)
+
     def setup_module(self, module: nn.Module) -> nn.Module:
         return StepForwarder(
             module.to(self.root_device)
@@ -131,6 +141,9 @@ class DeepSpeedStrategy(DDPStrategy):
         config = dict(self.config)
         config["train_micro_batch_size_per_gpu"] = config.get("train_micro_batch_size_per_gpu", 1)
         config["gradient_accumulation_steps"] = 1
+        config.setdefault(
+            "zero_allow_untested_optimizer", True
+        )  # any torch optimizer, as Lightning
         config.pop("train_batch_size", None)
         if self.precision == "bf16-mixed":
             config.setdefault("bf16", {"enabled": True})

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from trainkit.errors import ConfigError
-from trainkit.strategies.base import Placement, Strategy
+from trainkit.strategies.base import ParallelStrategy, Placement
 
 
 def split_batch(batch: Any, chunks: int) -> list[Any]:
@@ -67,7 +67,7 @@ class _Step(nn.Module):
         return getattr(self.module, self.name)(*args)
 
 
-class DataParallelStrategy(Strategy):
+class DataParallelStrategy(ParallelStrategy):
     """``dp``: data parallel inside one process over the listed devices of one machine."""
 
     name = "dp"

@@ -62,6 +62,7 @@ class FSDPStrategy(DDPStrategy):
         self.activation_checkpointing = list(activation_checkpointing or [])
         self.cpu_offload = cpu_offload
         self.mixed_precision = mixed_precision
+        self._init_rng_state: torch.Tensor | None = None
 
     def _wraps(self, module: nn.Module) -> bool:
         if type(module).__name__ in self.auto_wrap_policy:
@@ -86,10 +87,30 @@ class FSDPStrategy(DDPStrategy):
             kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=torch.cuda.is_available())
         return kwargs
 
+    def setup_environment(self) -> None:
+        super().setup_environment()
+        if self.root_device.type == "cpu":
+            from trainkit.strategies.host_memory import return_freed_buffers
+
+            return_freed_buffers()
+
+    def module_init_context(self, empty_init: bool | None = None) -> Any:
+        """On the meta device (unless ``empty_init=False``): no rank ever holds the whole
+        model; ``setup_module`` materialises each rank's shard (see meta_init)."""
+        if empty_init is False:
+            return super().module_init_context(empty_init)
+        if self._init_rng_state is None:  # the random state the layers are declared at
+            self._init_rng_state = torch.get_rng_state()
+        return torch.device("meta")
+
     def setup_module(self, module: nn.Module) -> nn.Module:
         from torch.distributed.fsdp import fully_shard
 
-        module = module.to(self.root_device)
+        from trainkit.strategies.meta_init import has_meta_parameters, materialize
+
+        declared_on_meta = has_meta_parameters(module)
+        if not declared_on_meta:
+            module = module.to(self.root_device)
         for sub in module.modules():
             if type(sub).__name__ in self.activation_checkpointing:
                 sub.forward = functools.partial(checkpoint, sub.forward, use_reentrant=False)
@@ -99,6 +120,8 @@ class FSDPStrategy(DDPStrategy):
                 fully_shard(sub, **kwargs)
         forwarder = StepForwarder(module)
         fully_shard(forwarder, **kwargs)  # the root unit: every parameter not in a smaller unit
+        if declared_on_meta:
+            materialize(module, self.root_device, self._init_rng_state)
         self._module, self._forwarder = module, forwarder
         return forwarder
 
@@ -143,13 +166,14 @@ class FSDPStrategy(DDPStrategy):
             return StateDictOptions(full_state_dict=False)
         return StateDictOptions(full_state_dict=True, cpu_offload=True)
 
-    def save_checkpoint_file(self, checkpoint: dict[str, Any], path: str) -> None:
+    def save_checkpoint_file(self, checkpoint: dict[str, Any], path: str, io: Any = None) -> None:
         if self.state_dict_type != "sharded" or not self._sharded:
-            super().save_checkpoint_file(checkpoint, path)
+            super().save_checkpoint_file(checkpoint, path, io)
             return
-        from trainkit.checkpoint.io import save_sharded_checkpoint
+        from trainkit.checkpoint.checkpoint_io import TorchCheckpointIO
 
-        save_sharded_checkpoint(checkpoint, path, self.is_global_zero, self.barrier)
+        io = io if io is not None else TorchCheckpointIO()
+        io.save_sharded_checkpoint(checkpoint, path, self.is_global_zero, self.barrier)
 
     def load_module_state_dict(self, module: nn.Module, state: dict[str, Any]) -> None:
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict

@@ -60,9 +60,11 @@ class Precision:
         return torch.autocast(self.device_type, dtype=self.autocast_dtype)
 
     def backward(self, loss: torch.Tensor) -> None:
-        if self.scaler is not None:
-            loss = self.scaler.scale(loss)
-        loss.backward()
+        self.scale(loss).backward()
+
+    def scale(self, loss: torch.Tensor) -> torch.Tensor:
+        """``loss`` as backward should see it (multiplied by the fp16 loss scale)."""
+        return self.scaler.scale(loss) if self.scaler is not None else loss
 
     def unscale(self, optimizer: torch.optim.Optimizer) -> None:
         """Bring gradients back to their true scale before clipping or inspection."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -12,16 +13,39 @@ from trainkit.errors import ConfigError
 from trainkit.loggers.base import Logger
 from trainkit.loops.state import LoopLimits
 
+# Lightning accepts None for these and means its default; so do we
+_NONE_MEANS = {
+    "min_epochs": 0,
+    "min_steps": -1,
+    "limit_train_batches": 1.0,
+    "limit_val_batches": 1.0,
+    "limit_test_batches": 1.0,
+    "limit_predict_batches": 1.0,
+    "val_check_interval": 1.0,
+    "num_sanity_val_steps": 2,
+    "gradient_clip_algorithm": "norm",
+    "log_every_n_steps": 50,
+}
+
 
 def loop_limits(fast_dev_run: int = 0, **settings: Any) -> LoopLimits:
     """The Trainer's loop settings, checked (``ConfigError`` names a bad one) and frozen;
     ``fast_dev_run`` N runs N batches of each loop once."""
-    check_loop_settings(**{k: v for k, v in settings.items() if not k.startswith("limit_")})
+    for name, default in _NONE_MEANS.items():
+        if settings.get(name, default) is None:
+            settings[name] = default
+    check_loop_settings(
+        **{k: v for k, v in settings.items() if not k.startswith(("limit_", "overfit_"))}
+    )
     max_epochs, max_steps = settings["max_epochs"], settings["max_steps"]
     if max_epochs == -1:
         max_epochs = math.inf
     if max_epochs is None:
         max_epochs = 1000 if max_steps < 0 else math.inf
+    overfit = settings.get("overfit_batches", 0)
+    if overfit:  # the same first batches for training and validation
+        _check_fraction_or_count("overfit_batches", overfit)
+        settings.update(limit_train_batches=overfit, limit_val_batches=overfit)
     limits = LoopLimits(**{**settings, "max_epochs": max_epochs})
     if not fast_dev_run:
         return limits
@@ -39,12 +63,21 @@ def loop_limits(fast_dev_run: int = 0, **settings: Any) -> LoopLimits:
     )
 
 
+def _check_fraction_or_count(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not (
+        (isinstance(value, int) and value >= 0) or (isinstance(value, float) and 0 <= value <= 1)
+    ):
+        raise ConfigError(f"trainer.{name}", value, "a float in [0, 1] or an int >= 0")
+
+
 def check_loop_settings(
     *,
     accumulate_grad_batches: Any,
     max_epochs: Any,
     max_steps: Any,
     min_epochs: Any,
+    min_steps: Any = -1,
+    reload_dataloaders_every_n_epochs: Any = 0,
     num_sanity_val_steps: Any,
     gradient_clip_val: Any,
     gradient_clip_algorithm: Any,
@@ -57,6 +90,8 @@ def check_loop_settings(
     _check_at_least("max_epochs", max_epochs, -1, "None or -1 (no limit)", none_ok=True)
     _check_at_least("max_steps", max_steps, -1, "-1 (no limit)")
     _check_at_least("min_epochs", min_epochs, 0)
+    _check_at_least("min_steps", min_steps, -1, "None")
+    _check_at_least("reload_dataloaders_every_n_epochs", reload_dataloaders_every_n_epochs, 0)
     _check_at_least("num_sanity_val_steps", num_sanity_val_steps, -1, "-1 (all)")
     if gradient_clip_val is not None and not gradient_clip_val >= 0:
         raise ConfigError(
@@ -65,7 +100,14 @@ def check_loop_settings(
             "a number >= 0 or null (no clipping)",
         )
     _check_positive("log_every_n_steps", log_every_n_steps)
-    _check_positive("check_val_every_n_epoch", check_val_every_n_epoch)
+    if check_val_every_n_epoch is not None:
+        _check_positive("check_val_every_n_epoch", check_val_every_n_epoch)
+    elif not isinstance(val_check_interval, int):
+        raise ConfigError(
+            "trainer.val_check_interval",
+            val_check_interval,
+            "an int (training batches) when check_val_every_n_epoch is None",
+        )
     if gradient_clip_algorithm not in ("norm", "value"):
         raise ConfigError(
             "trainer.gradient_clip_algorithm", gradient_clip_algorithm, "'norm' or 'value'"
@@ -88,8 +130,10 @@ def check_strategy_settings(
     batch_size_mode: str,
 ) -> None:
     """Settings that depend on the chosen strategy, and the batch/LR rules, checked up front."""
+    from trainkit.distributed.world_check import check_launched_world
     from trainkit.scaling import lr_factor, per_device_batch
 
+    check_launched_world(strategy)  # srun/torchrun/mpirun started the world the config asks for
     if accumulate_grad_batches > 1 and not strategy.supports_accumulation:
         raise ConfigError(
             "trainer.accumulate_grad_batches",
@@ -131,6 +175,74 @@ def _check_positive(name: str, value: Any) -> None:
         raise ConfigError(f"trainer.{name}", value, "an int >= 1")
 
 
+@dataclasses.dataclass(frozen=True)
+class Features:
+    """What a run writes and shows besides training: loggers, checkpoints, bars, summary."""
+
+    logger: Any = True
+    progress_bar: bool = True
+    checkpointing: bool = True
+    model_summary: bool = False
+
+    @classmethod
+    def resolve(
+        cls,
+        barebones: bool,
+        fast_dev_run: int,
+        *,
+        logger: Any,
+        progress_bar: bool | None,
+        checkpointing: bool | None,
+        model_summary: bool | None,
+    ) -> Features:
+        """The Trainer's switches (None: the default); ``barebones`` turns every one off and
+        refuses one explicitly turned on; ``fast_dev_run`` writes no logs or checkpoints."""
+        if barebones:
+            asked = {
+                "logger": logger not in (True, False, None),
+                "enable_progress_bar": progress_bar,
+                "enable_checkpointing": checkpointing,
+                "enable_model_summary": model_summary,
+            }
+            for name, on in asked.items():
+                if on:
+                    raise ConfigError(
+                        f"trainer.{name}",
+                        logger if name == "logger" else on,
+                        "off with barebones=True (barebones turns every extra off)",
+                        f"remove trainer.{name}, or set barebones: false",
+                    )
+            return cls(logger=False, progress_bar=False, checkpointing=False)
+        off = bool(fast_dev_run)
+        return cls(
+            logger=False if off else logger,
+            progress_bar=progress_bar is not False,
+            checkpointing=checkpointing is not False and not off,
+            model_summary=bool(model_summary),
+        )
+
+
+def apply_torch_flags(deterministic: bool | str | None, benchmark: bool | None) -> None:
+    """``deterministic`` (True, or 'warn') and ``benchmark`` into torch's global switches."""
+    import torch
+
+    if deterministic not in (None, True, False, "warn"):
+        raise ConfigError("trainer.deterministic", deterministic, "true, false, 'warn' or null")
+    if deterministic:
+        torch.use_deterministic_algorithms(True, warn_only=deterministic == "warn")
+    if benchmark is not None:
+        torch.backends.cudnn.benchmark = benchmark
+
+
+def _as_list(items: Any, exclude: tuple[type, ...]) -> list[Any]:
+    """One object or any sequence of them (a list, a tuple, Hydra's ListConfig) as a list."""
+    if items is None:
+        return []
+    if isinstance(items, (*exclude, str)) or not isinstance(items, Iterable):
+        return [items]
+    return list(items)
+
+
 def build_loggers(logger: Any, root: str) -> list[Logger]:
     if logger is True:
         from trainkit.loggers import CSVLogger, TensorBoardLogger
@@ -138,27 +250,44 @@ def build_loggers(logger: Any, root: str) -> list[Logger]:
         return [TensorBoardLogger(root), CSVLogger(root)]
     if logger in (False, None):
         return []
-    loggers = list(logger) if isinstance(logger, list | tuple) else [logger]
+    loggers = _as_list(logger, (Logger,))
     for item in loggers:
         if not isinstance(item, Logger):
-            raise ConfigError("trainer.logger", item, "true, false or Logger instances")
+            raise ConfigError(
+                "trainer.logger",
+                item,
+                "true, false, a Logger or a list of Loggers",
+                "give logger instances (class_path: TensorBoardLogger in YAML)",
+            )
     return loggers
 
 
-def build_callbacks(callbacks: Any, progress: bool, checkpointing: bool) -> list[Callback]:
-    from trainkit.callbacks.checkpoint import ModelCheckpoint
-    from trainkit.callbacks.progress import ProgressBar
+def build_callbacks(callbacks: Any, features: Features, max_time: Any = None) -> list[Callback]:
+    """The user's callbacks plus the defaults the features ask for (progress bar,
+    checkpointing, model summary, a Timer for ``max_time``), in running order."""
+    from trainkit import callbacks as builtin
 
-    items = (
-        list(callbacks) if isinstance(callbacks, list | tuple) else [callbacks] if callbacks else []
-    )
+    items = _as_list(callbacks, (Callback,))
     for item in items:
         if not isinstance(item, Callback):
-            raise ConfigError("trainer.callbacks", item, "Callback instances")
-    if progress and not any(isinstance(cb, ProgressBar) for cb in items):
-        items.append(ProgressBar())
-    if checkpointing and not any(isinstance(cb, ModelCheckpoint) for cb in items):
-        items.append(ModelCheckpoint())
+            raise ConfigError(
+                "trainer.callbacks",
+                item,
+                "a Callback or a list of Callbacks",
+                "give callback instances (class_path: ModelCheckpoint in YAML)",
+            )
+
+    def missing(kind: type) -> bool:
+        return not any(isinstance(cb, kind) for cb in items)
+
+    if features.progress_bar and missing(builtin.ProgressBar):
+        items.append(builtin.ProgressBar())
+    if features.checkpointing and missing(builtin.Checkpoint):  # any checkpoint callback
+        items.append(builtin.ModelCheckpoint())
+    if features.model_summary and missing(builtin.ModelSummary):
+        items.append(builtin.ModelSummary())
+    if max_time is not None and missing(builtin.Timer):
+        items.append(builtin.Timer(duration=max_time, interval="step"))
     return sort_callbacks(items)
 
 
@@ -169,6 +298,20 @@ def sort_callbacks(items: list[Callback]) -> list[Callback]:
 
 STAGE_DATA = {"fit": "train", "validate": "val", "test": "test", "predict": "predict"}
 STAGE_STEP = {"validate": "validation_step", "test": "test_step", "predict": "predict_step"}
+
+
+def datamodule_given_as_loaders(datamodule: Any, loaders: tuple) -> tuple[Any, tuple]:
+    """Lightning's ``fit(model, dm)``: a DataModule passed where the loaders go is the
+    datamodule (``datamodule`` and ``loaders`` returned, the DataModule moved over)."""
+    from trainkit.datamodule import DataModule
+
+    if loaders and isinstance(loaders[0], DataModule):
+        if datamodule is not None:
+            raise ConfigError(
+                "datamodule", datamodule, "one DataModule", "pass it once, as datamodule="
+            )
+        return loaders[0], (None, *loaders[1:])
+    return datamodule, loaders
 
 
 def check_stage_inputs(stage: str, model: Any, datamodule: Any, loaders: Any) -> None:

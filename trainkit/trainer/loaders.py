@@ -9,10 +9,16 @@ from trainkit.scaling import per_device_batch
 
 
 def prepare_loaders(
-    given: Any, kind: str, strategy: Any, use_distributed_sampler: bool, batch_size_mode: str
+    given: Any,
+    kind: str,
+    strategy: Any,
+    use_distributed_sampler: bool,
+    batch_size_mode: str,
+    unshuffled: bool = False,
 ) -> list[Any]:
     """``given`` (a loader, a list or dict of them, or None) as a list of ready loaders; ``kind``
-    is 'train', 'val', 'test' or 'predict' (train loaders shuffle and get the per-rank batch)."""
+    is 'train', 'val', 'test' or 'predict' (train loaders shuffle, unless ``unshuffled``, and get
+    the per-rank batch)."""
     sampler_kwargs = strategy.distributed_sampler_kwargs()
     prepared = []
     for loader in as_loader_list(given):
@@ -21,7 +27,12 @@ def prepare_loaders(
             batch_size = per_device_batch(loader.batch_size, strategy.world_size, batch_size_mode)
         prepared.append(
             prepare_loader(
-                loader, sampler_kwargs, kind == "train", use_distributed_sampler, batch_size
+                loader,
+                sampler_kwargs,
+                kind == "train",
+                use_distributed_sampler,
+                batch_size,
+                unshuffled and kind == "train",
             )
         )
     return prepared

@@ -101,6 +101,17 @@ class TrainerProperties:
         return self.run_state.val_loaders
 
     @property
+    def train_dataloader(self) -> Any:
+        """The fit's training DataLoader (Lightning's name), as the strategy prepared it."""
+        return self.run_state.train_loader
+
+    @property
+    def val_dataloaders(self) -> Any:
+        """The fit's validation DataLoader, or a list of them when there are several."""
+        loaders = self.run_state.val_loaders
+        return loaders[0] if len(loaders) == 1 else loaders or None
+
+    @property
     def precision_plugin(self) -> Any:
         return self.run_state.precision
 
@@ -212,3 +223,16 @@ def _limit_property(name: str) -> property:
 
 for _field in dataclasses.fields(LoopLimits):  # max_epochs, limit_val_batches, ...
     setattr(TrainerProperties, _field.name, _limit_property(_field.name))
+
+
+def _set_accumulation(self: TrainerProperties, value: int) -> None:
+    """From the next epoch on (Lightning's GradientAccumulationScheduler sets it per epoch)."""
+    self.run_state.limits = dataclasses.replace(
+        self.run_state.limits, accumulate_grad_batches=value
+    )
+
+
+TrainerProperties.accumulate_grad_batches = property(  # type: ignore[attr-defined]
+    TrainerProperties.accumulate_grad_batches.fget,
+    _set_accumulation,  # type: ignore[attr-defined]
+)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import sys
 
+from trainkit.distributed.env import output_is_terminal
+
 
 def print_metrics(stage: str, results: list[dict[str, float]]) -> None:
     """A table of each dataloader's metrics: rich on a terminal, plain text otherwise."""
     rows = [(name, value) for result in results for name, value in result.items()]
     if not rows:
         return
-    if sys.stdout.isatty():
+    if output_is_terminal():  # not mpirun's pty
         from rich.console import Console
         from rich.table import Table
 

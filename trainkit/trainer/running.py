@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import torch
+
 from trainkit.checkpoint import state as checkpoint_state
 from trainkit.distributed import rank_board
 from trainkit.errors import MisconfigurationError
@@ -28,13 +30,20 @@ class StageRunner(TrainerProperties):
     selection: Any
     lr_scaling: str
     reference_batch_size: int | None
+    detect_anomaly: bool
     _show_summary: bool
 
-    def save_checkpoint(self, path: str) -> None:
-        """Write a full checkpoint (call on every rank; global rank 0 writes)."""
+    def init_module(self, empty_init: bool | None = None) -> Any:
+        """A context to build the module in: on the device, or on the meta device under fsdp
+        (each rank then materialises only its shard); ``empty_init=False`` builds it fully."""
+        return self.strategy.module_init_context(empty_init)
+
+    def save_checkpoint(self, filepath: str, weights_only: bool = False) -> None:
+        """Write a checkpoint (call on every rank; global rank 0 writes); ``weights_only``:
+        without optimizer, scheduler and callback state (it cannot resume a fit)."""
         state = self.run_state
         state.board.mark(rank_board.CHECKPOINT)
-        self.strategy.save_checkpoint_file(checkpoint_state.dump(state), path)
+        checkpoint_state.save(state, filepath, weights_only)  # through the run's CheckpointIO
         self.strategy.barrier()
 
     def _run_stage(
@@ -42,6 +51,7 @@ class StageRunner(TrainerProperties):
     ) -> Any:
         state = self.run_state
         state.board.mark(rank_board.SETUP)
+        status = "success"
         try:
             ckpt_path = self._checkpoint_file(ckpt_path)  # 'last'/'best' resolved once, here
             evaluated = ckpt_path if stage != "fit" else None
@@ -53,9 +63,11 @@ class StageRunner(TrainerProperties):
             return self._evaluate(stage, ckpt_path, *loaders)
         except BaseException as error:
             state.hooks.call_callbacks("on_exception", error)
+            checkpoint_state.finish_saves(state, error)  # the save in flight lands first
+            status = "failed"
             raise
         finally:
-            teardown_run(state, stage)
+            teardown_run(state, stage, status)
 
     def _checkpoint_file(self, ckpt_path: str | None) -> str | None:
         if ckpt_path is None:
@@ -96,12 +108,19 @@ class StageRunner(TrainerProperties):
             print_summary(self.run_summary)
         from trainkit.loops.preemption import run_watching_stop_signals
 
-        run_watching_stop_signals(
-            state,
-            FitLoop(state).run,
-            self._save_preemption_checkpoint,
-            checkpoint_state.last_checkpoint_path(self.checkpoint_callback, self.log_dir),
-        )
+        if train_loaders is None and state.limits.reload_dataloaders_every_n_epochs:
+            state.reload_loaders = lambda: (
+                self._loaders("train", None),
+                self._loaders("val", None),
+            )
+        with torch.autograd.set_detect_anomaly(self.detect_anomaly):
+            run_watching_stop_signals(
+                state,
+                FitLoop(state).run,
+                self._save_preemption_checkpoint,
+                checkpoint_state.last_checkpoint_path(self.checkpoint_callback, self.log_dir),
+            )
+        checkpoint_state.finish_saves(state)  # the save in flight is on disk; a failed one raises
         if self.is_global_zero and self._show_summary and self.preempted is None:
             print_closing(state, self.checkpoint_callback, time.perf_counter() - started)
 
@@ -153,5 +172,10 @@ class StageRunner(TrainerProperties):
             method = getattr(source, f"{kind}_dataloader", None)
             given = method() if callable(method) else None
         return prepare_loaders(
-            given, kind, self.strategy, self.use_distributed_sampler, self.batch_size_mode
+            given,
+            kind,
+            self.strategy,
+            self.use_distributed_sampler,
+            self.batch_size_mode,
+            unshuffled=self.run_state.limits.overfit_batches > 0,
         )

@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from trainkit.compiling import compile_forward, restore_forward
 from trainkit.distributed.rank_board import RankBoard
 from trainkit.errors import MisconfigurationError
 from trainkit.loggers.base import next_version
@@ -46,6 +49,19 @@ def new_run_state(
     return state
 
 
+def publish_rank(rank: int) -> None:
+    """Tell rank-zero-only decorators this process's rank: ``rank_zero_only.rank`` of trainkit
+    and of lightning_utilities (which torchmetrics and Lightning-era code use)."""
+    from trainkit.distributed.comm import rank_zero_only
+
+    rank_zero_only.rank = rank  # type: ignore[attr-defined]
+    try:
+        from lightning_utilities.core.rank_zero import rank_zero_only as utilities_rank_zero_only
+    except ImportError:
+        return
+    utilities_rank_zero_only.rank = rank
+
+
 def setup_run(
     state: RunState,
     owner: Any,
@@ -59,8 +75,10 @@ def setup_run(
     ``evaluated``: the checkpoint a validate/test/predict run loads (its results go beside it)."""
     strategy = state.strategy
     strategy.setup_environment()
+    publish_rank(strategy.global_rank)
     state.stage = stage
     state.position.fitting = stage == "fit"
+    state.metrics.reset()
     state.module = model
     model.trainer = owner
     if datamodule is not None:
@@ -79,11 +97,18 @@ def setup_run(
         state.datamodule.setup(stage)
     model.setup(stage)
     state.hooks.call_callbacks("setup", stage)
+    # layers built here: shard-first under fsdp when fitting, on the device otherwise
+    sharded = stage == "fit"
+    with strategy.module_init_context() if sharded else torch.device(strategy.root_device):
+        model.configure_model()
 
 
-def teardown_run(state: RunState, stage: str) -> None:
-    """Undo setup_run's hooks, flush loggers, print the profile; the process group stays."""
+def teardown_run(state: RunState, stage: str, status: str = "success") -> None:
+    """Undo setup_run's hooks, finalize loggers with ``status`` ('success' or 'failed'), print
+    the profile; the process group stays."""
     model = state.module
+    if model is not None and state.compile_options is not None:
+        restore_forward(model)
     state.hooks.call_callbacks("teardown", stage)
     if model is not None:
         model.teardown(stage)
@@ -91,7 +116,7 @@ def teardown_run(state: RunState, stage: str) -> None:
         state.datamodule.teardown(stage)
     if state.strategy.is_global_zero:
         for logger in state.loggers:
-            logger.finalize("success")
+            logger.finalize(status)
         if state.profiler.enabled:
             print(f"\nprofile ({stage}):\n{state.profiler.summary()}", flush=True)
     state.metrics.active = None
@@ -126,13 +151,8 @@ def resolve_log_dir(state: RunState) -> None:
         state.log_dir = first.log_dir
     else:
         state.log_dir = state.default_root_dir
-    if strategy.is_global_zero:
+    if strategy.is_global_zero:  # the CLI's SaveConfigCallback writes config.yaml there
         Path(state.log_dir).mkdir(parents=True, exist_ok=True)
-        config = Path(state.log_dir) / "config.yaml"
-        if state.cli_config is not None and (state.stage == "fit" or not config.exists()):
-            config.write_text(state.cli_config)
-        elif state.cli_config is not None:  # an evaluation beside a fit keeps the fit's config
-            config.with_name(f"config_{state.stage}.yaml").write_text(state.cli_config)
 
 
 def log_hyperparams(state: RunState, run_summary: Any) -> None:
@@ -143,7 +163,7 @@ def log_hyperparams(state: RunState, run_summary: Any) -> None:
 
     from trainkit.checkpoint.io import plain_hparams
 
-    params = dict(state.module.hparams)
+    params = dict(state.module.hparams) if state.module.log_hyperparams else {}
     if state.datamodule is not None:
         params.update(state.datamodule.hparams)
     params = plain_hparams(params)
@@ -160,6 +180,8 @@ def setup_model_and_optimizers(state: RunState) -> None:
     """Wrap the module for the strategy and build its optimizers and schedulers (from
     configure_optimizers, or the CLI's optimizer section)."""
     module, strategy = state.module, state.strategy
+    if state.compile_options is not None:
+        compile_forward(module, state.compile_options)
     wrapped = strategy.setup_module(module)
     if module.automatic_optimization or defines_optimizers(module):
         state.optimizers, state.lr_scheduler_configs = parse_optimizers(

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import sys
 from typing import Any
 
 from trainkit.data import limited_batches
+from trainkit.distributed.env import output_is_terminal
 from trainkit.loops.state import RunState
 from trainkit.scaling import RunSummary, lr_factor, scale_learning_rates
 
@@ -74,7 +74,7 @@ def summarize_run(
 
 def print_summary(summary: RunSummary) -> None:
     """The startup table: rich on a terminal, plain text otherwise."""
-    if sys.stdout.isatty():
+    if output_is_terminal():  # not mpirun's pty
         from rich.console import Console
 
         Console().print(summary.render(rich=True))

@@ -2,32 +2,37 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from trainkit.callbacks.base import Callback
+from trainkit.compiling import compile_options, uncompiled
 from trainkit.devices import resolve_devices
 from trainkit.distributed.env import detect_environment
 from trainkit.distributed.launchers.spawn import SpawnLauncher, check_picklable
+from trainkit.distributed.restarts import check_max_restarts
 from trainkit.errors import ConfigError
 from trainkit.loggers.base import Logger
 from trainkit.module import TrainModule
+from trainkit.plugins import CheckpointIO, checkpoint_io_from
 from trainkit.profiler import build_profiler
 from trainkit.scaling import RunSummary
 from trainkit.strategies import Placement, Strategy, select_strategy
 from trainkit.strategies.precision import Precision, normalize_precision
 from trainkit.trainer import spawned
 from trainkit.trainer.arguments import (
+    Features,
+    apply_torch_flags,
     build_callbacks,
     build_loggers,
     check_stage_inputs,
     check_strategy_settings,
     check_writable_dir,
+    datamodule_given_as_loaders,
     loop_limits,
 )
-from trainkit.trainer.launching import choose_launcher
+from trainkit.trainer.launching import choose_launcher, fit_under_scheduler
 from trainkit.trainer.running import StageRunner
 from trainkit.trainer.stage import (
     new_run_state,
@@ -45,34 +50,46 @@ class Trainer(StageRunner):
         strategy: str | Strategy = "auto",
         precision: str | int = "32",
         max_epochs: int | None = None,
-        min_epochs: int = 0,
+        min_epochs: int | None = None,
         max_steps: int = -1,
-        limit_train_batches: int | float = 1.0,
-        limit_val_batches: int | float = 1.0,
-        limit_test_batches: int | float = 1.0,
-        limit_predict_batches: int | float = 1.0,
-        val_check_interval: int | float = 1.0,
-        check_val_every_n_epoch: int = 1,
-        num_sanity_val_steps: int = 2,
+        min_steps: int | None = None,
+        max_time: str | dict[str, int] | timedelta | None = None,
+        limit_train_batches: int | float | None = None,
+        limit_val_batches: int | float | None = None,
+        limit_test_batches: int | float | None = None,
+        limit_predict_batches: int | float | None = None,
+        overfit_batches: int | float = 0.0,
+        val_check_interval: int | float | None = None,
+        check_val_every_n_epoch: int | None = 1,
+        num_sanity_val_steps: int | None = None,
         accumulate_grad_batches: int = 1,
         gradient_clip_val: float | None = None,
-        gradient_clip_algorithm: str = "norm",
-        log_every_n_steps: int = 50,
+        gradient_clip_algorithm: str | None = None,
+        log_every_n_steps: int | None = None,
         default_root_dir: str | None = None,
-        logger: bool | Logger | list[Logger] = True,
+        logger: bool | Logger | list[Logger] | None = True,
         callbacks: list[Callback] | Callback | None = None,
-        enable_progress_bar: bool = True,
-        enable_checkpointing: bool = True,
-        deterministic: bool = False,
+        enable_progress_bar: bool | None = None,
+        enable_checkpointing: bool | None = None,
+        enable_model_summary: bool | None = None,
+        barebones: bool = False,
+        deterministic: bool | str | None = None,
+        benchmark: bool | None = None,
+        inference_mode: bool = True,
+        detect_anomaly: bool = False,
+        reload_dataloaders_every_n_epochs: int = 0,
         fast_dev_run: bool | int = False,
+        compile: bool | str | dict[str, Any] = False,
         use_distributed_sampler: bool = True,
         profiler: str | None = None,
+        plugins: list[CheckpointIO] | CheckpointIO | None = None,
         gpus: str | int | list[int] | None = None,
         checkpoint_weights_only: bool = True,
         sync_batchnorm: bool = False,
         lr_scaling: str = "none",
         reference_batch_size: int | None = None,
         batch_size_mode: str = "per_device",
+        max_restarts: int = 0,
     ) -> None:
         """
         Args:
@@ -84,12 +101,17 @@ class Trainer(StageRunner):
             max_epochs: Stop after this many epochs (default 1000 unless max_steps is set; -1: no limit).
             min_epochs: Train at least this many epochs even if early stopping asks to stop.
             max_steps: Stop after this many optimizer steps (-1: no limit).
+            min_steps: Train at least this many optimizer steps even if early stopping asks to stop.
+            max_time: Stop after this much training time: 'DD:HH:MM:SS', {hours: 2}, or a timedelta.
             limit_train_batches: Batches per training epoch: a fraction (float) or a count (int).
             limit_val_batches: Batches per validation run: a fraction or a count.
             limit_test_batches: Batches per test run: a fraction or a count.
             limit_predict_batches: Batches per predict run: a fraction or a count.
+            overfit_batches: Train and validate on the same first batches (a fraction or a count),
+                unshuffled: a debugging aid to check the model can fit a little data.
             val_check_interval: Validate every fraction of an epoch (float) or every N batches (int).
-            check_val_every_n_epoch: Validate every N epochs.
+            check_val_every_n_epoch: Validate every N epochs (None: every val_check_interval
+                training batches, counted across epochs).
             num_sanity_val_steps: Validation batches run before training to catch bugs early (-1: all).
             accumulate_grad_batches: Batches whose gradients add up before each optimizer step.
             gradient_clip_val: Clip gradients to this value (None: no clipping).
@@ -100,16 +122,28 @@ class Trainer(StageRunner):
             callbacks: Callback instances added to the defaults.
             enable_progress_bar: Show progress (rich bars on a terminal, a line per epoch otherwise).
             enable_checkpointing: Save last.ckpt and the best checkpoint each epoch.
-            deterministic: Use deterministic algorithms only (torch.use_deterministic_algorithms).
+            enable_model_summary: Print a per-layer ModelSummary table at fit start (the startup
+                table is printed either way).
+            barebones: No logger, checkpointing, progress bar or model summary: the leanest loop.
+            deterministic: Use deterministic algorithms only (True, or 'warn' to only warn).
+            benchmark: Set torch.backends.cudnn.benchmark (None: leave it as it is).
+            inference_mode: Evaluate under torch.inference_mode (False: torch.no_grad).
+            detect_anomaly: Run fit under torch.autograd's anomaly detection (slow; finds NaN origins).
+            reload_dataloaders_every_n_epochs: Ask the module/datamodule for new loaders every N
+                epochs (0: never).
             fast_dev_run: Run 1 (or N) batches of train/val/test once to smoke-test the code.
+            compile: torch.compile the module's forward in each rank: true, a mode
+                ('reduce-overhead', 'max-autotune'...) or torch.compile arguments.
             use_distributed_sampler: Give map-style loaders a DistributedSampler under ddp.
             profiler: None or 'simple' (per-hook timing table at the end).
+            plugins: AsyncCheckpointIO() to save checkpoints in the background (default: blocking).
             gpus: Older spelling of devices with accelerator 'gpu'.
             checkpoint_weights_only: Load checkpoints with torch.load(weights_only=True).
             sync_batchnorm: Convert BatchNorm layers to SyncBatchNorm under ddp.
             lr_scaling: Rescale the configured LR for the effective batch: 'none', 'linear', 'sqrt'.
             reference_batch_size: The (effective) batch size the configured LR was tuned at.
             batch_size_mode: 'per_device' (loader batch per rank) or 'effective' (divided by world size).
+            max_restarts: Start failed ranks again from the newest last.ckpt, up to N times.
         """
         from trainkit.distributed.error_file import install_error_file_hook
 
@@ -134,6 +168,7 @@ class Trainer(StageRunner):
         self.lr_scaling = lr_scaling
         self.reference_batch_size = reference_batch_size
         self.batch_size_mode = batch_size_mode
+        self.max_restarts = check_max_restarts(max_restarts)
         self.run_summary: RunSummary | None = None
         self.fast_dev_run = int(fast_dev_run)
         limits = loop_limits(
@@ -141,10 +176,12 @@ class Trainer(StageRunner):
             max_epochs=max_epochs,
             min_epochs=min_epochs,
             max_steps=max_steps,
+            min_steps=min_steps,
             limit_train_batches=limit_train_batches,
             limit_val_batches=limit_val_batches,
             limit_test_batches=limit_test_batches,
             limit_predict_batches=limit_predict_batches,
+            overfit_batches=overfit_batches,
             val_check_interval=val_check_interval,
             check_val_every_n_epoch=check_val_every_n_epoch,
             num_sanity_val_steps=num_sanity_val_steps,
@@ -152,26 +189,36 @@ class Trainer(StageRunner):
             gradient_clip_val=gradient_clip_val,
             gradient_clip_algorithm=gradient_clip_algorithm,
             log_every_n_steps=log_every_n_steps,
+            reload_dataloaders_every_n_epochs=reload_dataloaders_every_n_epochs,
         )
-        if self.fast_dev_run:
-            logger, enable_checkpointing = False, False
+        features = Features.resolve(
+            barebones,
+            self.fast_dev_run,
+            logger=logger,
+            progress_bar=enable_progress_bar,
+            checkpointing=enable_checkpointing,
+            model_summary=enable_model_summary,
+        )
         self.default_root_dir = str(default_root_dir or Path.cwd())
         check_writable_dir(self.default_root_dir)
         self.use_distributed_sampler = use_distributed_sampler
         self.checkpoint_weights_only = checkpoint_weights_only
-        if deterministic:
-            torch.use_deterministic_algorithms(True)
+        self.detect_anomaly = detect_anomaly
+        apply_torch_flags(deterministic, benchmark)
         self.run_state = new_run_state(
             self,
             limits,
             chosen,
             Precision(self.precision, chosen.root_device.type, chosen.grad_scaler()),
             build_profiler(profiler),
-            build_callbacks(callbacks, enable_progress_bar, enable_checkpointing),
-            build_loggers(logger, self.default_root_dir),
+            build_callbacks(callbacks, features, max_time),
+            build_loggers(features.logger, self.default_root_dir),
             self.default_root_dir,
         )
-        self._show_summary = enable_progress_bar and not self.fast_dev_run
+        self.run_state.inference_mode = inference_mode
+        self.run_state.compile_options = compile_options(compile)
+        self.run_state.checkpoint_io = checkpoint_io_from(plugins)
+        self._show_summary = features.progress_bar and not self.fast_dev_run
 
     # ---- public API -------------------------------------------------------------------------------
     def fit(
@@ -183,7 +230,8 @@ class Trainer(StageRunner):
         ckpt_path: str | None = None,
     ) -> None:
         """Train ``model``; ``ckpt_path`` ('last', 'best' or a path) resumes a previous run."""
-        self._run("fit", model, datamodule, ckpt_path, (train_dataloaders, val_dataloaders))
+        with fit_under_scheduler(self, ckpt_path) as ckpt_path:  # early signals, restarts, requeue
+            self._run("fit", model, datamodule, ckpt_path, (train_dataloaders, val_dataloaders))
 
     def validate(
         self,
@@ -226,11 +274,15 @@ class Trainer(StageRunner):
         ckpt_path: str | None,
         loaders: tuple,
     ) -> Any:
+        model, compiled_by_user = uncompiled(model)
+        if compiled_by_user is not None and self.run_state.compile_options is None:
+            self.run_state.compile_options = compiled_by_user
         model = model if model is not None else self.lightning_module
+        datamodule, loaders = datamodule_given_as_loaders(datamodule, loaders)
         data = datamodule if datamodule is not None else self.datamodule
         check_stage_inputs(stage, model, data, loaders)
         self.strategy.check_module(model)
-        launcher = choose_launcher(self.strategy)
+        launcher = choose_launcher(self.strategy, self.max_restarts)
         if launcher is None:
             return self._run_stage(stage, model, datamodule, ckpt_path, loaders)
         model.trainer = None
