@@ -126,20 +126,9 @@ def detect_open_mpi(env: Mapping[str, str]) -> ClusterEnvironment | None:
     local_rank, local_size = _int(env, prefix + "LOCAL_RANK"), _int(env, prefix + "LOCAL_SIZE", 1)
     nodes = _int(env, "OMPI_MCA_orte_num_nodes", max(1, -(-world // max(1, local_size))))
     job = _int(env, "OMPI_MCA_ess_base_jobid")
-    port, fixed = _port(env, slurm.PORT_BASE + job % slurm.PORT_SPAN if job else 29500)
-    return ClusterEnvironment(
-        "mpi",
-        world,
-        rank,
-        local_rank,
-        (rank - local_rank) // max(1, local_size),
-        local_size,
-        _mpi_address(env, nodes, "mpirun"),
-        port,
-        num_nodes=nodes,
-        rendezvous_id=f"mpi job {job}",
-        port_fixed=fixed,
-    )
+    default_port = slurm.PORT_BASE + job % slurm.PORT_SPAN if job else 29500
+    ranks = (world, rank, local_rank, local_size, nodes)
+    return _mpi_environment(env, ranks, default_port, "mpirun", f"mpi job {job}")
 
 
 def detect_pmi(env: Mapping[str, str]) -> ClusterEnvironment | None:
@@ -150,7 +139,21 @@ def detect_pmi(env: Mapping[str, str]) -> ClusterEnvironment | None:
     local_rank = _int(env, "MPI_LOCALRANKID", rank)
     local_size = _int(env, "MPI_LOCALNRANKS", world)
     nodes = max(1, -(-world // max(1, local_size)))
-    port, fixed = _port(env, 29500)
+    ranks = (world, rank, local_rank, local_size, nodes)
+    return _mpi_environment(env, ranks, 29500, "mpiexec -genv", "mpi")
+
+
+def _mpi_environment(
+    env: Mapping[str, str],
+    ranks: tuple[int, int, int, int, int],
+    default_port: int,
+    launcher: str,
+    rendezvous_id: str,
+) -> ClusterEnvironment:
+    """An MPI launcher's ranks ``(world, rank, local rank, local size, nodes)`` as an
+    environment: the node index from the rank and the ranks per node (placed node by node)."""
+    world, rank, local_rank, local_size, nodes = ranks
+    port, fixed = _port(env, default_port)
     return ClusterEnvironment(
         "mpi",
         world,
@@ -158,10 +161,10 @@ def detect_pmi(env: Mapping[str, str]) -> ClusterEnvironment | None:
         local_rank,
         (rank - local_rank) // max(1, local_size),
         local_size,
-        _mpi_address(env, nodes, "mpiexec -genv"),
+        _mpi_address(env, nodes, launcher),
         port,
         num_nodes=nodes,
-        rendezvous_id="mpi",
+        rendezvous_id=rendezvous_id,
         port_fixed=fixed,
     )
 
