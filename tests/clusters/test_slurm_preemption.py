@@ -83,7 +83,7 @@ def test_a_preempted_batch_job_requeues_itself_and_resumes_exactly(
     assert slurm.job_field(job, "Restarts") == "1", log.read_text()
     # SLURM holds a requeued job for two minutes before it may start; the test needs no pause
     assert slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now").returncode == 0
-    assert slurm.wait_job(job) == 0, log.read_text()
+    assert slurm.wait_job(job) == 0, log.read_text() + slurm.logs()  # the daemons' view too
     output = log.read_text()
     assert output.count("preempted (SIGUSR1)") == 1, output
     assert f"requeued SLURM job {job}" in output, output
