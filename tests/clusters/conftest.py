@@ -43,7 +43,7 @@ SlurmdPort={slurmd_port}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket={state}/munge.socket
+AuthInfo=socket={state}/munge.socket,cred_expire=5
 CredType=cred/munge
 StateSaveLocation={state}/ctld
 SlurmdSpoolDir={state}/spool

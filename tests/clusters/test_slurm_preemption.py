@@ -81,8 +81,8 @@ def test_a_preempted_batch_job_requeues_itself_and_resumes_exactly(
     assert slurm.run("scancel", "--signal=USR1", job).returncode == 0
     slurm.wait_for_state(job, ("PENDING",))
     assert slurm.job_field(job, "Restarts") == "1", log.read_text()
-    # SLURM holds a requeued job for two minutes before it may start; the test needs no pause
-    assert slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now").returncode == 0
+    # SLURM holds a requeued job until the old job's credential expires (cred_expire=5 here,
+    # 120 s by default); starting it earlier makes slurmd refuse it ("credential revoked")
     assert slurm.wait_job(job) == 0, log.read_text() + slurm.logs()  # the daemons' view too
     output = log.read_text()
     assert output.count("preempted (SIGUSR1)") == 1, output
