@@ -67,9 +67,9 @@ def epoch_offset(state: RunState) -> int:
     return position.epoch * position.epoch_batches
 
 
-def step_scheduler(config: Any, metrics: dict[str, Any], module: Any = None) -> None:
-    """Step one scheduler (through the module's ``lr_scheduler_step`` when it overrides it);
-    ReduceLROnPlateau-style ones get their monitored metric."""
+def step_scheduler(config: Any, metrics: dict[str, Any], module: Any) -> None:
+    """Step one scheduler through the module's ``lr_scheduler_step``; ReduceLROnPlateau-style
+    ones get their monitored metric."""
     metric = None
     if config.needs_metric:
         if config.monitor not in metrics:
@@ -77,12 +77,7 @@ def step_scheduler(config: Any, metrics: dict[str, Any], module: Any = None) -> 
                 f"lr_scheduler monitor {config.monitor!r} was not logged; logged: {sorted(metrics)}"
             )
         metric = to_float(metrics[config.monitor])
-    if module is not None and overrides(module, TrainModule, "lr_scheduler_step"):
-        module.lr_scheduler_step(config.scheduler, metric)
-    elif metric is not None:
-        config.scheduler.step(metric)
-    else:
-        config.scheduler.step()
+    module.lr_scheduler_step(config.scheduler, metric)
 
 
 class FitLoop:
@@ -187,9 +182,8 @@ class FitLoop:
         position.batches_done = skip
         if skip:
             checkpoint_state.restore_rng(state, after_skip=True)
-            if (
-                val_every and (val_offset + skip) % val_every == 0
-            ):  # it ran after the checkpoint was taken
+            # a validation due at the skipped batch ran after the checkpoint was taken
+            if val_every and (val_offset + skip) % val_every == 0:
                 self.run_validation()
         batch_idx = skip - 1
         for batch_idx, batch in enumerate(iterator, start=skip):

@@ -24,15 +24,15 @@ class OptimizerStep:
         self._before_optimizer_step = hooks.bound("on_before_optimizer_step")
         self._before_zero_grad = hooks.bound("on_before_zero_grad")
         self._step_schedulers = [c for c in state.lr_scheduler_configs if c.interval == "step"]
-        self._clip_value = state.limits.gradient_clip_val
-        self._clip = self._clip_value is not None and self._clip_value > 0
-        self._clip_by_norm = state.limits.gradient_clip_algorithm == "norm"
         module = state.module
-        if overrides(module, TrainModule, "configure_gradient_clipping"):
-            self._clip = True  # the module decides, with the Trainer's settings as arguments
-            self._clip_fn = module.configure_gradient_clipping
-        else:
-            self._clip_fn = None
+        clip_value = state.limits.gradient_clip_val
+        # the module's configure_gradient_clipping (by default clip_gradients with the Trainer's
+        # settings) runs when the Trainer clips or the module overrides it
+        self._clip = (clip_value is not None and clip_value > 0) or overrides(
+            module, TrainModule, "configure_gradient_clipping"
+        )
+        self._clip_fn = module.configure_gradient_clipping
+        self._scheduler_step = module.lr_scheduler_step
         self._params = [p for p in state.module.parameters() if p.requires_grad]
         strategy = state.strategy
         self._sync_gradients = strategy.gradient_sync_fn()
@@ -44,7 +44,6 @@ class OptimizerStep:
         self._user_backward = overridden(module, "backward")
         self._user_step = overridden(module, "optimizer_step")
         self._user_zero_grad = overridden(module, "optimizer_zero_grad")
-        self._user_scheduler_step = overridden(module, "lr_scheduler_step")
         self._loss: torch.Tensor | None = None
         self._plain_backward = self._user_backward is None and self._user_step is None
         self._all_params = list(state.module.parameters()) if manual else []
@@ -78,15 +77,9 @@ class OptimizerStep:
             precision.unscale(optimizer)
         for hook in self._before_optimizer_step:
             hook(optimizer)
-        if self._clip_fn is not None:
+        if self._clip:  # the optimizer's parameters now (finetuning may have added groups)
             limits = state.limits
             self._clip_fn(optimizer, limits.gradient_clip_val, limits.gradient_clip_algorithm)
-        elif self._clip:  # the optimizer's parameters now (finetuning may have added groups)
-            params = [p for group in optimizer.param_groups for p in group["params"]]
-            if self._clip_by_norm:
-                torch.nn.utils.clip_grad_norm_(params, self._clip_value)
-            else:
-                torch.nn.utils.clip_grad_value_(params, self._clip_value)
         if self._strategy_step is not None:
             for hook in self._before_zero_grad:
                 hook(optimizer)
@@ -106,10 +99,7 @@ class OptimizerStep:
                 self._user_zero_grad(*self._where(), optimizer)
         for config in self._step_schedulers:
             if (state.position.global_step + 1) % config.frequency == 0:
-                if self._user_scheduler_step is None:
-                    config.scheduler.step()
-                else:
-                    self._user_scheduler_step(config.scheduler, None)
+                self._scheduler_step(config.scheduler, None)
 
     def _custom_backward(self, loss: torch.Tensor) -> None:
         """Backward for a module that overrides ``backward`` or ``optimizer_step``."""

@@ -141,9 +141,8 @@ class DeepSpeedStrategy(DDPStrategy):
         config = dict(self.config)
         config["train_micro_batch_size_per_gpu"] = config.get("train_micro_batch_size_per_gpu", 1)
         config["gradient_accumulation_steps"] = 1
-        config.setdefault(
-            "zero_allow_untested_optimizer", True
-        )  # any torch optimizer, as Lightning
+        # any torch optimizer, as Lightning's DeepSpeedStrategy allows
+        config.setdefault("zero_allow_untested_optimizer", True)
         config.pop("train_batch_size", None)
         if self.precision == "bf16-mixed":
             config.setdefault("bf16", {"enabled": True})

@@ -15,20 +15,17 @@ from torch import nn
 from trainkit.errors import MisconfigurationError
 
 
-def has_meta_parameters(module: nn.Module) -> bool:
-    """Whether any parameter or buffer of ``module`` lives on the meta device (no storage)."""
-    tensors = [*module.parameters(), *module.buffers()]
+def has_meta_parameters(module: nn.Module, recurse: bool = True) -> bool:
+    """Whether a parameter or buffer of ``module`` (or only its own, without ``recurse``) lives
+    on the meta device (no storage)."""
+    tensors = [*module.parameters(recurse=recurse), *module.buffers(recurse=recurse)]
     return any(t.is_meta for t in tensors)
 
 
 def materialize(module: nn.Module, device: torch.device, rng_state: torch.Tensor | None) -> None:
     """Give every meta tensor of the (already sharded) ``module`` storage on ``device`` and the
     values the unsharded model would get from ``rng_state``; each rank writes its shard only."""
-    meta_owners = [
-        sub
-        for sub in module.modules()
-        if any(t.is_meta for t in [*sub.parameters(recurse=False), *sub.buffers(recurse=False)])
-    ]
+    meta_owners = [sub for sub in module.modules() if has_meta_parameters(sub, recurse=False)]
     for sub in meta_owners:
         if not callable(getattr(sub, "reset_parameters", None)):
             raise MisconfigurationError(
