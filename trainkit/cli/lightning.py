@@ -9,6 +9,7 @@ subcommand's parser is built, and bad input ends as one line (exit 2) before any
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -86,16 +87,19 @@ class LightningCLI(CLIParserSetup):
         self.trainer_class = self.trainer_class or trainkit_trainer()  # after a cheap --help
         self.help_hint = f"see {' '.join(filter(None, (self.prog, self.subcommand)))} --help"
         main_kwargs, subparser_kwargs = self._setup_parser_kwargs(self.parser_kwargs)
-        with one_line_parse_errors(self.prog, argv or [], self.help_hint, self._known_parser):
+        one_line = functools.partial(
+            one_line_parse_errors, self.prog, argv or [], self.help_hint, self._known_parser
+        )
+        with one_line():
             self.setup_parser(run, main_kwargs, subparser_kwargs)
             if after is not None and wants_help(after):
                 print_help_with_classes(self._parser(self.subcommand), after)
             self.parse_arguments(self.parser, typed_device_options(argv) if argv else args)
         self.subcommand = self.config["subcommand"] if run else None
-        with one_line_parse_errors(self.prog, argv or [], self.help_hint, self._known_parser):
+        with one_line():
             self.set_seed()
         self.before_instantiate_classes()
-        with one_line_parse_errors(self.prog, argv or [], self.help_hint, self._known_parser):
+        with one_line():
             self.instantiate_classes()
         self.after_instantiate_classes()
         if self.subcommand is not None:
