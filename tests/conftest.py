@@ -14,10 +14,16 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    """``gpu`` tests run only where CUDA is available."""
+    """``gpu`` tests run only where CUDA is available; under pytest-xdist the tests that share
+    one SLURM cluster (tests/clusters) run in one worker, one after another."""
     import torch
 
+    clusters = REPO / "tests" / "clusters"
+    for item in items:
+        if clusters in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.xdist_group("clusters"))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")

@@ -4,6 +4,7 @@ cluster tests make. Tests skip, saying why, where the programs are not installed
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -210,9 +211,35 @@ def slurm(tmp_path_factory):
         )
     if os.geteuid() != 0:
         pytest.skip("starting slurmd needs root")
-    cluster = start_slurm(tmp_path_factory.mktemp("slurm"))
-    yield cluster
-    cluster.stop()
+    with one_cluster_per_test_run(tmp_path_factory):
+        cluster = start_slurm(tmp_path_factory.mktemp("slurm"))
+        yield cluster
+        cluster.stop()
+
+
+@contextlib.contextmanager
+def one_cluster_per_test_run(tmp_path_factory):
+    """Fail loudly when a second pytest-xdist worker starts a cluster beside the first: the
+    daemons of two clusters on one machine interfere, which shows only as flaky SLURM tests."""
+    shared = tmp_path_factory.getbasetemp().parent  # every worker's basetemp is under it
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        yield
+        return
+    marker = shared / "slurm-cluster.owner"
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        pytest.fail(
+            f"the SLURM tests were split over pytest-xdist workers ({marker.read_text()} already "
+            f"runs a cluster): run them with --dist loadgroup under a pytest that it supports "
+            "(pyproject pins it), or with -n 0"
+        )
+    os.write(fd, os.environ["PYTEST_XDIST_WORKER"].encode())
+    os.close(fd)
+    try:
+        yield
+    finally:
+        marker.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")

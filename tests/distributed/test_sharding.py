@@ -4,11 +4,12 @@ on one device, and optimizer state that is really split across the ranks."""
 from __future__ import annotations
 
 import importlib.util
+import shutil
 
 import pytest
 import torch
 
-from tests.conftest import REPO
+from tests.conftest import REPO, run_trainkit
 from trainkit.checkpoint.io import find_checkpoint, load_checkpoint
 
 CONFIG = str(REPO / "configs" / "autoencoder.yaml")
@@ -42,26 +43,56 @@ COMMON = [
 ]
 
 
-def fit(start_cli, root, strategy, *extra):
+# the tests below share each strategy's first 2-epoch fit, so they run in one pytest-xdist worker
+pytestmark = pytest.mark.xdist_group("sharding")
+
+
+def fit(root, strategy, *extra):
+    """``trainkit fit`` on 2 ranks into ``root``: its last checkpoint, each rank's optimizer-state
+    bytes, and the console output."""
     probe = root.parent / f"{root.name}-probe.yaml"
     probe.write_text(
         "trainer:\n  callbacks:\n    - class_path: tests.helpers.probes.OptimizerStateBytes\n"
     )
-    proc = start_cli(
-        "fit", "-c", CONFIG, *STRATEGIES[strategy], "-c", str(probe), *COMMON, *extra, root=root
+    proc = run_trainkit(
+        "fit",
+        "-c",
+        CONFIG,
+        *STRATEGIES[strategy],
+        "-c",
+        str(probe),
+        *COMMON,
+        *extra,
+        "--trainer.default_root_dir",
+        str(root),
+        cwd=root.parent,
+        timeout=150,
     )
-    out, err = proc.communicate(timeout=150)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 0, proc.stderr
     checkpoint = load_checkpoint(find_checkpoint(root))  # a file, or a folder of per-rank shards
     state_bytes = [int((root / f"optstate_rank{r}.txt").read_text()) for r in range(2)]
-    return checkpoint, state_bytes, out
+    return checkpoint, state_bytes, proc.stdout
+
+
+@pytest.fixture(scope="module")
+def first_fit(tmp_path_factory):
+    """``first_fit(strategy)``: the folder and results of the strategy's 2-epoch fit, run once."""
+    folder = tmp_path_factory.mktemp("first_fits")
+    done: dict[str, tuple] = {}
+
+    def get(strategy: str) -> tuple:
+        if strategy not in done:
+            done[strategy] = (folder / strategy, *fit(folder / strategy, strategy))
+        return done[strategy]
+
+    return get
 
 
 @pytest.mark.timeout(400)
-def test_sharded_strategies_train_like_ddp_and_shard_optimizer_state(start_cli, tmp_path):
-    reference, ddp_bytes, _ = fit(start_cli, tmp_path / "ddp", "ddp")
+def test_sharded_strategies_train_like_ddp_and_shard_optimizer_state(first_fit):
+    _, reference, ddp_bytes, _ = first_fit("ddp")
     for strategy in ("ddp_sharded", "fsdp", *DEEPSPEED):
-        checkpoint, state_bytes, _ = fit(start_cli, tmp_path / strategy, strategy)
+        _, checkpoint, state_bytes, _ = first_fit(strategy)
         for key, value in reference["state_dict"].items():
             torch.testing.assert_close(checkpoint["state_dict"][key], value, rtol=1e-4, atol=1e-5)
         assert checkpoint["global_step"] == reference["global_step"]
@@ -90,13 +121,11 @@ def test_sharded_strategies_train_like_ddp_and_shard_optimizer_state(start_cli, 
     ],
 )
 def test_checkpoints_resume_in_the_strategy_and_load_on_one_device(
-    start_cli, run_cli, tmp_path, strategy
+    first_fit, run_cli, tmp_path, strategy
 ):
     root = tmp_path / strategy
-    fit(start_cli, root, strategy)
-    resumed, _, out = fit(
-        start_cli, root, strategy, "--trainer.max_epochs", "3", "--ckpt_path", "last"
-    )
+    shutil.copytree(first_fit(strategy)[0], root)
+    resumed, _, out = fit(root, strategy, "--trainer.max_epochs", "3", "--ckpt_path", "last")
     assert resumed["epoch"] == 2 and resumed["global_step"] == 21  # 7 steps per epoch on each rank
     assert "epoch 2:" in out and "epoch 0:" not in out
     if strategy == "fsdp_sharded_checkpoints":  # every rank wrote its own shard file

@@ -164,3 +164,15 @@ def test_fast_steps_compare_flags_less_often_yet_stop_together(tmp_path, start_c
     assert run.wait(timeout=60) == PREEMPTED_EXIT_CODE, run.stderr.read()
     loops = torch.load(checkpoints(tmp_path)["last.ckpt"], weights_only=True)["loops"]
     assert loops["epoch"] == 0 and 300 <= loops["batches_in_epoch"] < 2000
+
+
+def test_rounds_are_read_once_done_even_where_an_all_reduce_is_slower_than_the_interval():
+    from trainkit.loops.preemption import MAX_GAP, proposed_gaps
+
+    assert proposed_gaps(seconds_per_batch=0.002, round_seconds=0.0) == (25, 0)  # ~50 ms apart
+    assert proposed_gaps(seconds_per_batch=1.0, round_seconds=0.0) == (1, 0)  # after every batch
+    # a round that took 300 ms (an all-reduce over many ranks) at 10 ms steps: the next one is
+    # read after 60 batches or more, not after 5 with the training thread waiting for it
+    often, covering = proposed_gaps(seconds_per_batch=0.01, round_seconds=0.3)
+    assert often == 5 and 60 <= covering <= 61
+    assert proposed_gaps(seconds_per_batch=1e-9, round_seconds=10.0) == (MAX_GAP, MAX_GAP)

@@ -3,6 +3,7 @@ resumable checkpoint once, and exit with PREEMPTED_EXIT_CODE; a later second sig
 
 from __future__ import annotations
 
+import math
 import signal
 import sys
 import time
@@ -14,6 +15,17 @@ from trainkit.loops.state import RunState
 
 AGREE_EVERY_SECONDS = 0.05  # how often ranks compare stop flags, at most
 MAX_GAP = 1000  # batches between two rounds, at most
+
+
+def proposed_gaps(seconds_per_batch: float, round_seconds: float) -> tuple[int, int]:
+    """One rank's two proposals for the batches until the next round: about AGREE_EVERY_SECONDS
+    of its batches (the smallest wins), and enough batches to cover twice the last round's
+    latency when reading it had to wait (the largest wins), so a round is read when it is done
+    even where an all-reduce over many ranks takes longer than AGREE_EVERY_SECONDS."""
+    per_batch = max(seconds_per_batch, 1e-6)
+    often = max(1, min(MAX_GAP, int(AGREE_EVERY_SECONDS / per_batch)))
+    covering = min(MAX_GAP, math.ceil(2 * round_seconds / per_batch)) if round_seconds > 0 else 0
+    return often, covering
 
 
 class Preemption:
@@ -36,6 +48,7 @@ class Preemption:
         self._round: Any = None
         self._retired: tuple[Any, Any] | None = None
         self._gap = 1
+        self._round_seconds = 0.0  # how long the last round took, when reading it had to wait
         self._group: Any = None
         self._batches = self._round_batch = self._next_round = 0
         self._round_started = time.perf_counter()
@@ -57,9 +70,10 @@ class Preemption:
     def _agree(self) -> None:
         """Read the last round (every rank gets the same result), then start the next one.
 
-        A round carries the stop flag and each rank's proposed gap to the next round (about
-        AGREE_EVERY_SECONDS of its batches); the smallest proposal wins, so rounds stay cheap for
-        tiny steps and happen after every batch for slow ones, on the same batches on every rank.
+        A round carries the stop flag and each rank's proposed gaps to the next round
+        (``proposed_gaps``), so rounds stay cheap for tiny steps, happen after every batch for
+        slow ones, never wait on a slow all-reduce for long, and fall on the same batches on
+        every rank.
         """
         import torch
         import torch.distributed as dist
@@ -67,11 +81,10 @@ class Preemption:
         self.settle()
         now = time.perf_counter()
         seconds_per_batch = (now - self._round_started) / max(1, self._batches - self._round_batch)
-        proposal = max(1, min(MAX_GAP, int(AGREE_EVERY_SECONDS / max(seconds_per_batch, 1e-6))))
+        often, covering = proposed_gaps(seconds_per_batch, self._round_seconds)
         self._round_started, self._round_batch = now, self._batches
-        self._round = torch.tensor(
-            [0 if self.signals.received is None else 1, -proposal], dtype=torch.int64
-        )
+        flag = 0 if self.signals.received is None else 1
+        self._round = torch.tensor([flag, -often, covering], dtype=torch.int64)
         self._work = dist.all_reduce(
             self._round, op=dist.ReduceOp.MAX, group=self._group, async_op=True
         )
@@ -82,10 +95,14 @@ class Preemption:
         batch (in every round, and before the loops fork DataLoader workers)."""
         if self._work is None:
             return
-        self._work.wait()
-        flag, negative_gap = self._round.tolist()
+        if self._work.is_completed():
+            self._round_seconds = 0.0
+        else:
+            self._work.wait()
+            self._round_seconds = time.perf_counter() - self._round_started
+        flag, negative_often, covering = self._round.tolist()
         self._pending = self._pending or flag > 0
-        self._gap = -negative_gap
+        self._gap = max(-negative_often, covering)
         # Held until the next round is read: the gloo thread that ran this one may still hold it
         # for a moment, and must not be the one that frees its tensor (see fork_safety).
         self._retired = (self._work, self._round)
