@@ -97,3 +97,16 @@ def test_a_rank_that_raised_then_aborted_on_its_way_out_reports_exit_code_1(clea
     code, _ = group._report(0)
     assert code == 1
     assert "rank 0 failed with exit code 1" in capsys.readouterr().err
+
+
+def test_a_collective_timeout_comes_before_the_connections_it_closed_on_its_way_out(cleanup):
+    # 8 ranks, one hung: the first to time out tears its process group down while exiting, so
+    # its peers record "connection closed" before its own timeout error is written
+    group = _group(*["raise SystemExit(1)"] * 3)
+    cleanup(group)
+    _wait_for_exits(group, 0, 1, 2)
+    closed = "RuntimeError: [gloo/transport/tcp/pair.cc:553] Connection closed by peer"
+    _record_error(group, 2, time.time() - 1.0, closed)
+    _record_error(group, 0, time.time(), "RuntimeError: [gloo] Timed out waiting 5000ms for recv")
+    _record_error(group, 1, time.time() - 0.5, closed)
+    assert group._first_failure([0, 1, 2]) == 0

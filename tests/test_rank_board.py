@@ -61,4 +61,29 @@ def test_explanations_name_late_and_waiting_ranks_or_every_rank():
     )
     everyone = [at(0, rank_board.BACKWARD), at(1, rank_board.BACKWARD)]
     assert "every rank waiting" in explain(everyone, timed_out=True)
-    assert explain(everyone, timed_out=False).startswith("where each rank was: rank 0 in backward")
+    assert explain(everyone, timed_out=False).startswith(
+        "where each rank was: ranks 0-1 in backward"
+    )
+
+
+def test_ranks_at_the_same_point_are_listed_together():
+    node = [at(rank, rank_board.BACKWARD) for rank in (8, 9, 10, 12, 14, 15)]
+    node += [at(11, rank_board.TRAINING_STEP), at(13, rank_board.DATA)]
+    assert explain(node, timed_out=True, other_nodes=True) == (
+        "a collective timed out: late: rank 11 in training_step (epoch 0, batch 2, for 4.0 s); "
+        "rank 13 in loading the next batch (epoch 0, batch 2, for 4.0 s); waiting: ranks 8-10, "
+        "12, 14-15 in backward (gradient all-reduce) (epoch 0, batch 2, for 4.0 s)"
+    )
+
+
+def test_on_several_nodes_a_node_whose_ranks_all_wait_points_to_another_node():
+    everyone = [at(4, rank_board.BACKWARD), at(5, rank_board.BACKWARD)]
+    text = explain(everyone, timed_out=True, other_nodes=True)
+    assert text.startswith("a collective timed out with every rank of this node waiting (ranks 4-5")
+    assert text.endswith("the late rank is on another node (its node's launcher names it)")
+    hung = [at(4, rank_board.BACKWARD), at(5, rank_board.DATA)]
+    assert "late: rank 5 in loading the next batch" in explain(hung, True, other_nodes=True)
+    alone = [at(3, rank_board.TRAINING_STEP)]  # its peers wait on other nodes
+    assert explain(alone, True, other_nodes=True).endswith(
+        "late: rank 3 in training_step (epoch 0, batch 2, for 4.0 s); waiting: none"
+    )

@@ -82,9 +82,9 @@ class RankPosition:
     def waits_on_peers(self) -> bool:
         return PHASES.get(self.phase, ("unknown", False))[1]
 
-    def describe(self) -> str:
+    def describe(self, seconds: str | None = None) -> str:
         where = f"epoch {self.epoch}, batch {self.batch}, " if self.epoch >= 0 else ""
-        return f"{self.doing} ({where}for {self.seconds:.1f} s)"
+        return f"{self.doing} ({where}for {seconds or f'{self.seconds:.1f}'} s)"
 
 
 def read_board(path: str, first_rank: int = 0) -> list[RankPosition]:
@@ -104,9 +104,12 @@ _ORDER_IN_BATCH = {DATA: 0, TRAINING_STEP: 1, BACKWARD: 2, OPTIMIZER_STEP: 3, VA
 _ORDER_IN_BATCH.update({CHECKPOINT: 5, EPOCH_END: 6, FINISHING: 7})
 
 
-def late_ranks(positions: list[RankPosition]) -> tuple[list[RankPosition], list[RankPosition]]:
+def late_ranks(
+    positions: list[RankPosition], other_nodes: bool = False
+) -> tuple[list[RankPosition], list[RankPosition]]:
     """(late, waiting): the ranks behind the furthest one (the furthest cannot go on without
-    them); if all are at the same point, the ones not inside a collective."""
+    them); if all are at the same point, the ones not inside a collective (all of them only
+    where ranks on ``other_nodes`` may be the ones waiting)."""
 
     def progress(p: RankPosition) -> tuple[int, int, int]:
         return (p.epoch, p.batch, _ORDER_IN_BATCH.get(p.phase, -1))
@@ -115,24 +118,59 @@ def late_ranks(positions: list[RankPosition]) -> tuple[list[RankPosition], list[
     late = [p for p in positions if progress(p) < furthest]
     if not late:
         late = [p for p in positions if not p.waits_on_peers]
-        if len(late) == len(positions):
+        if len(late) == len(positions) and not other_nodes:
             late = []
     return late, [p for p in positions if p not in late]
 
 
-def explain(positions: list[RankPosition], timed_out: bool) -> str:
-    """One line for the launcher: who was late and where the others waited (after a timeout),
-    or where each rank was (after an abort such as a collective mismatch)."""
+def explain(positions: list[RankPosition], timed_out: bool, other_nodes: bool = False) -> str:
+    """One line for a node's launcher: who was late and where the others waited (after a
+    timeout), or where each rank was (after an abort such as a collective mismatch). The board
+    holds this node's ranks only: with ``other_nodes``, a node whose ranks all waited says the
+    late rank is elsewhere."""
 
-    def listed(items: list[RankPosition]) -> str:
-        return "; ".join(f"rank {p.rank} in {p.describe()}" for p in items)
-
+    listed = _listed
     if not timed_out:
         return f"where each rank was: {listed(positions)}"
-    late, waiting = late_ranks(positions)
+    late, waiting = late_ranks(positions, other_nodes)
+    if not late and other_nodes:
+        return (
+            f"a collective timed out with every rank of this node waiting ({listed(positions)}): "
+            "the late rank is on another node (its node's launcher names it)"
+        )
     if not late:
         return (
             f"a collective timed out with every rank waiting ({listed(positions)}): some rank "
             "called a collective the others never call"
         )
     return f"a collective timed out: late: {listed(late)}; waiting: {listed(waiting) or 'none'}"
+
+
+def _listed(items: list[RankPosition]) -> str:
+    """``rank 3 in X; ranks 0-2, 4 in Y``: ranks at the same phase of the same batch together,
+    so a node of many ranks reports in one short line."""
+    groups: dict[tuple[int, int, int], list[RankPosition]] = {}
+    for position in items:
+        groups.setdefault((position.phase, position.epoch, position.batch), []).append(position)
+    parts = []
+    for members in groups.values():
+        first = members[0]
+        if len(members) == 1:
+            parts.append(f"rank {first.rank} in {first.describe()}")
+            continue
+        low, high = (f"{f(p.seconds for p in members):.1f}" for f in (min, max))
+        seconds = low if low == high else f"{low}-{high}"
+        ranks = _ranges(sorted(p.rank for p in members))
+        parts.append(f"ranks {ranks} in {first.describe(seconds)}")
+    return "; ".join(parts)
+
+
+def _ranges(ranks: list[int]) -> str:
+    """``[0, 1, 2, 4]`` -> ``0-2, 4``."""
+    spans: list[list[int]] = []
+    for rank in ranks:
+        if spans and rank == spans[-1][1] + 1:
+            spans[-1][1] = rank
+        else:
+            spans.append([rank, rank])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)

@@ -315,9 +315,11 @@ class RankGroup:
     def _first_failure(self, failed: list[int]) -> int:
         """The root cause, in this order: a rank that ended without an exception (killed,
         ``os._exit``); the earliest exception of the program itself; an interpreter aborted by the
-        backend (SIGABRT: gloo found a mismatched collective); the earliest communication error
-        (a peer's connection reset, a timeout), which follows from any of those. A rank that
-        raised counts while it is still exiting: a peer may abort before it is gone."""
+        backend (SIGABRT: gloo found a mismatched collective); the earliest collective timeout (a
+        late rank; the peers it leaves behind when it exits see their connections close, often
+        before its own error is recorded); the earliest other communication error, which follows
+        from any of those. A rank that raised counts while it is still exiting: a peer may abort
+        before it is gone."""
         errors = {rank: self._error(rank) for rank in range(len(self.procs))}
         aborted = [
             rank
@@ -329,7 +331,12 @@ class RankGroup:
             (rank for rank, error in errors.items() if error), key=lambda r: errors[r]["time"]
         )
         own = [rank for rank in raised if not is_communication_error(errors[rank]["traceback"])]
-        for candidates in (silent, own, aborted, raised, failed):
+        timeouts = [
+            rank
+            for rank in raised
+            if is_collective_timeout(last_line_of(errors[rank]["traceback"]))
+        ]
+        for candidates in (silent, own, aborted, timeouts, raised, failed):
             if candidates:
                 return candidates[0]
         raise AssertionError("no failed rank")  # _watch passes at least one
@@ -378,7 +385,9 @@ class RankGroup:
         if (error and is_collective_timeout(error["traceback"])) or code == 128 + signal.SIGABRT:
             first = self.world.node_rank * self.world.local_world_size
             explanation = explain(
-                read_board(self.board, first), timed_out=code != 128 + signal.SIGABRT
+                read_board(self.board, first),
+                timed_out=code != 128 + signal.SIGABRT,
+                other_nodes=self.world.num_nodes > 1,
             )
             print(f"trainkit: {explanation}", file=sys.stderr, flush=True)
         return code, port_clash
