@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import cli_env
 from tests.reliability.runs import write_config
+from trainkit.distributed.ports import find_free_port
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -82,3 +83,35 @@ def test_a_rank_stuck_in_its_data_loader_is_named(tmp_path, start_cli):
     assert code != 0
     assert time.monotonic() - started < 4.0 + 5.0 + 15.0, stderr  # start-up, timeout, teardown
     assert "late: rank 1 in loading the next batch (epoch 0, batch " in stderr
+
+
+def test_on_two_nodes_the_node_whose_ranks_all_waited_says_the_late_rank_is_elsewhere(
+    tmp_path, start_cli
+):
+    config = write_config(tmp_path, devices=1, fault="hang", fault_rank=1, fault_step=2)
+    port = str(find_free_port())
+    nodes = [
+        start_cli(
+            "fit",
+            "-c",
+            str(config),
+            "--trainer.num_nodes",
+            "2",
+            env=cli_env(
+                NODE_RANK=str(node),
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=port,
+                TRAINKIT_COLLECTIVE_TIMEOUT="4",
+            ),
+        )
+        for node in (0, 1)
+    ]
+    assert nodes[0].wait(timeout=90) != 0
+    stderr = nodes[0].stderr.read()
+    assert "with every rank of this node waiting (rank 0 in backward" in stderr, stderr
+    assert "the late rank is on another node" in stderr
+    # node 1's rank sleeps outside any collective: ending it is the scheduler's job (srun -K1,
+    # torchrun), as here; its launcher takes the rank with it
+    assert nodes[1].poll() is None
+    nodes[1].kill()
+    nodes[1].wait(timeout=30)
