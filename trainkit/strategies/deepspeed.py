@@ -4,6 +4,7 @@ ranks) with optional CPU offload, through the optional ``deepspeed`` package."""
 from __future__ import annotations
 
 import enum
+import importlib.util
 import io
 import json
 import os
@@ -93,15 +94,15 @@ class DeepSpeedStrategy(DDPStrategy):
         return cls(config=PRESETS[name])
 
     def connect(self, placement: Placement) -> None:
-        try:
-            import deepspeed  # noqa: F401
-        except ImportError:
+        # found, not imported: importing deepspeed takes seconds, and the launcher that checks
+        # the config before starting the ranks never uses it
+        if importlib.util.find_spec("deepspeed") is None:
             raise ConfigError(
                 "trainer.strategy",
                 self.name,
                 "the deepspeed package installed",
                 "pip install -e '.[deepspeed]' in the trainkit checkout, or use the built-in strategy fsdp with cpu_offload: true",
-            ) from None
+            )
         super().connect(placement)
 
     def describe(self) -> str:
