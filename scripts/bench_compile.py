@@ -1,13 +1,14 @@
 """torch.compile under trainkit against the same compile in a raw PyTorch loop (CPU inductor, or
 CUDA when present): first-step (compile) seconds, steady step time, and the speed-up over eager.
 
-    .venv/bin/python scripts/bench_compile.py [--steps 60] [--repeats 3] [--width 512]
+    .venv/bin/python scripts/bench_compile.py [--steps 60] [--repeats 5] [--width 512]
 
 Model: 4 residual blocks of LayerNorm -> Linear(width, 4 width) -> GELU -> Linear(4 width, width)
 (elementwise work inductor can fuse), batch 64, AdamW. Four variants, each in a fresh interpreter
 (so no variant reuses another's compiled code from memory; inductor's on-disk cache is pointed at
 a fresh folder per run): raw eager, raw ``torch.compile(model)``, trainkit eager, trainkit with
-``Trainer(compile=True)``. "steady" is the median step after the first 10. Medians over repeats.
+``Trainer(compile=True)``. "steady" is the median step after the first 10; medians over repeats,
+with their range (this shared 2-core machine varies by tens of percent from run to run).
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ def in_fresh_interpreter(variant: str, steps: int, width: int) -> dict[str, floa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--width", type=int, default=512)
     parser.add_argument("--one", choices=VARIANTS, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -155,14 +156,19 @@ def main() -> None:
         name: {key: statistics.median(s[key] for s in runs) for key in ("first", "steady")}
         for name, runs in samples.items()
     }
-    print("| variant | first step (s) | steady step (ms) | vs raw eager | vs its raw twin |")
-    print("|---|---:|---:|---:|---:|")
+    print(
+        "| variant | first step (s) | steady step (ms) | range over repeats (ms) | vs raw eager "
+        "| vs its raw twin |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
     for name in VARIANTS:
         twin = "raw compiled" if "compile" in name else "raw eager"
         steady = median[name]["steady"]
+        low, high = (f(s["steady"] for s in samples[name]) * 1e3 for f in (min, max))
         print(
-            f"| {name} | {median[name]['first']:.2f} | {steady * 1e3:.2f} | "
-            f"{steady / median['raw eager']['steady']:.2f}x | {steady / median[twin]['steady']:.2f}x |"
+            f"| {name} | {median[name]['first']:.2f} | {steady * 1e3:.2f} | {low:.1f}-{high:.1f} "
+            f"| {steady / median['raw eager']['steady']:.2f}x "
+            f"| {steady / median[twin]['steady']:.2f}x |"
         )
 
 

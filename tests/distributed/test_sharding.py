@@ -74,6 +74,16 @@ def fit(root, strategy, *extra):
     return checkpoint, state_bytes, proc.stdout
 
 
+def tensor_bytes(tree) -> int:
+    if isinstance(tree, torch.Tensor):
+        return tree.numel() * tree.element_size()
+    if isinstance(tree, dict):
+        return sum(tensor_bytes(value) for value in tree.values())
+    if isinstance(tree, list | tuple):
+        return sum(tensor_bytes(value) for value in tree)
+    return 0
+
+
 @pytest.fixture(scope="module")
 def first_fit(tmp_path_factory):
     """``first_fit(strategy)``: the folder and results of the strategy's 2-epoch fit, run once."""
@@ -131,6 +141,13 @@ def test_checkpoints_resume_in_the_strategy_and_load_on_one_device(
     if strategy == "fsdp_sharded_checkpoints":  # every rank wrote its own shard file
         names = sorted(p.name for p in find_checkpoint(root).iterdir())
         assert names == [".metadata", "__0_0.distcp", "__1_0.distcp", "trainkit.pt"]
+    if strategy.startswith("fsdp"):  # a sharded checkpoint is read back shard by shard
+        whole = tensor_bytes(resumed["optimizer_states"])
+        loaded = [int((root / f"loaded_rank{r}.txt").read_text()) for r in range(2)]
+        if strategy == "fsdp":
+            assert loaded == [whole, whole]
+        else:
+            assert max(loaded) <= 0.55 * whole and sum(loaded) == pytest.approx(whole, rel=0.02)
     test = run_cli(
         "test",
         "-c",

@@ -154,6 +154,20 @@ def _load_sharded(path: Path, map_location: Any, weights_only: bool) -> dict[str
     return checkpoint
 
 
+def load_sharded_checkpoint_into(
+    shards: dict[str, Any], path: str | os.PathLike, weights_only: bool = True
+) -> dict[str, Any]:
+    """A sharded checkpoint folder read into ``shards`` (this rank's parts of ``state_dict`` /
+    ``optimizer_states``, filled in place by torch.distributed.checkpoint, a collective) plus
+    the rest (trainkit.pt): every rank reads only what it holds."""
+    import torch.distributed.checkpoint as dcp
+
+    dcp.load(shards, checkpoint_id=str(path))
+    checkpoint = _read(Path(path) / SHARDED_META, "cpu", weights_only)
+    checkpoint.update(shards)
+    return checkpoint
+
+
 def save_sharded_checkpoint(
     checkpoint: dict[str, Any], path: str | os.PathLike, is_writer: bool, barrier: Any
 ) -> Path:

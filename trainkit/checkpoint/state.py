@@ -105,8 +105,9 @@ def finish_saves(state: RunState, error: BaseException | None = None) -> None:
 
 def restore(state: RunState, path: str, full: bool, weights_only: bool = True) -> dict[str, Any]:
     """Load weights (and, with ``full``, optimizers, schedulers, loops, callbacks, RNG)."""
-    checkpoint = checkpoint_io(state).load_checkpoint(
-        path, map_location="cpu", weights_only=weights_only
+    optimizers = state.optimizers if full else []
+    checkpoint = state.strategy.load_checkpoint_file(
+        path, checkpoint_io(state), weights_only, optimizers
     )
     require_state_dict(checkpoint, path)
     module = state.module

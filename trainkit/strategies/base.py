@@ -247,6 +247,13 @@ class Strategy:
 
             (io if io is not None else TorchCheckpointIO()).save_checkpoint(checkpoint, path)
 
+    def load_checkpoint_file(
+        self, path: str, io: Any, weights_only: bool, optimizers: list[Any]
+    ) -> dict[str, Any]:
+        """Read the checkpoint a run restores (called on every rank) through ``io``; strategies
+        with sharded checkpoints read only this rank's shards into ``optimizers`` and the model."""
+        return io.load_checkpoint(path, map_location="cpu", weights_only=weights_only)
+
     def load_module_state_dict(self, module: nn.Module, state: dict[str, Any]) -> None:
         module.load_state_dict(state)
 

@@ -4,6 +4,7 @@ and optimizer state are split over the ranks and gathered layer by layer when ne
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -175,24 +176,63 @@ class FSDPStrategy(DDPStrategy):
         io = io if io is not None else TorchCheckpointIO()
         io.save_sharded_checkpoint(checkpoint, path, self.is_global_zero, self.barrier)
 
+    def load_checkpoint_file(
+        self, path: str, io: Any, weights_only: bool, optimizers: list[Any]
+    ) -> dict[str, Any]:
+        """A sharded checkpoint folder, once the model is sharded: each rank reads only its own
+        shards of the weights and of ``optimizers`` (never the whole model); else the file."""
+        from trainkit.checkpoint.io import SHARDED_META, load_sharded_checkpoint_into
+
+        if not (self._sharded and (Path(path) / SHARDED_META).is_file()):
+            return super().load_checkpoint_file(path, io, weights_only, optimizers)
+        from torch.distributed.checkpoint.state_dict import (
+            get_model_state_dict,
+            get_optimizer_state_dict,
+        )
+
+        io.wait()  # a save still in flight must not be read half-written
+        options = self._load_options(full=False)
+        shards: dict[str, Any] = {"state_dict": get_model_state_dict(self._module, options=options)}
+        if optimizers:  # their states exist (initialised by torch) so the shards load into them
+            shards["optimizer_states"] = [
+                get_optimizer_state_dict(self._module, optimizer, options=options)
+                for optimizer in optimizers
+            ]
+        return load_sharded_checkpoint_into(shards, path, weights_only)
+
     def load_module_state_dict(self, module: nn.Module, state: dict[str, Any]) -> None:
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+        from torch.distributed.checkpoint.state_dict import set_model_state_dict
 
         if not self._sharded:  # before setup_module (e.g. validate from a checkpoint): plain load
             module.load_state_dict(state)
             return
-        set_model_state_dict(module, state, options=StateDictOptions(full_state_dict=True))
+        set_model_state_dict(module, state, options=self._load_options(not holds_shards(state)))
 
     def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: Any) -> None:
-        from torch.distributed.checkpoint.state_dict import (
-            StateDictOptions,
-            set_optimizer_state_dict,
-        )
+        from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
 
-        set_optimizer_state_dict(
-            self._module, optimizer, state, options=StateDictOptions(full_state_dict=True)
-        )
+        options = self._load_options(not holds_shards(state))
+        set_optimizer_state_dict(self._module, optimizer, state, options=options)
+
+    @staticmethod
+    def _load_options(full: bool) -> Any:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+        return StateDictOptions(full_state_dict=full)
 
     @property
     def _sharded(self) -> bool:
         return getattr(self, "_module", None) is not None
+
+
+def holds_shards(tree: Any) -> bool:
+    """Whether a state dict holds sharded tensors (DTensor), as a sharded checkpoint loads."""
+    from torch.distributed.tensor import DTensor
+
+    if isinstance(tree, DTensor):
+        return True
+    if isinstance(tree, dict):
+        return any(holds_shards(value) for value in tree.values())
+    if isinstance(tree, list | tuple):
+        return any(holds_shards(value) for value in tree)
+    return False
