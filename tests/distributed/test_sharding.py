@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from tests.conftest import REPO, run_trainkit
+from tests.helpers.probes import tensor_bytes
 from trainkit.checkpoint.io import find_checkpoint, load_checkpoint
 
 CONFIG = str(REPO / "configs" / "autoencoder.yaml")
@@ -72,16 +73,6 @@ def fit(root, strategy, *extra):
     checkpoint = load_checkpoint(find_checkpoint(root))  # a file, or a folder of per-rank shards
     state_bytes = [int((root / f"optstate_rank{r}.txt").read_text()) for r in range(2)]
     return checkpoint, state_bytes, proc.stdout
-
-
-def tensor_bytes(tree) -> int:
-    if isinstance(tree, torch.Tensor):
-        return tree.numel() * tree.element_size()
-    if isinstance(tree, dict):
-        return sum(tensor_bytes(value) for value in tree.values())
-    if isinstance(tree, list | tuple):
-        return sum(tensor_bytes(value) for value in tree)
-    return 0
 
 
 @pytest.fixture(scope="module")

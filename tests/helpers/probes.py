@@ -93,23 +93,25 @@ class NodeBatchProbe(AutoEncoder):
         return loss
 
 
+def tensor_bytes(tree: Any) -> int:
+    """Bytes of the tensors in nested dicts/lists (of a sharded tensor, this rank's part)."""
+    if isinstance(tree, torch.Tensor):
+        tensor = tree.to_local() if hasattr(tree, "to_local") else tree
+        return tensor.numel() * tensor.element_size()
+    if isinstance(tree, dict):
+        return sum(tensor_bytes(value) for value in tree.values())
+    if isinstance(tree, list | tuple):
+        return sum(tensor_bytes(value) for value in tree)
+    return 0
+
+
 class OptimizerStateBytes(Callback):
     """Writes how many bytes of optimizer state this rank holds locally (shards only), and, on
     a resume, the bytes of optimizer state the checkpoint it read held in memory (read before
     the optimizers load it)."""
 
     def on_load_checkpoint(self, trainer: Any, module: Any, checkpoint: dict) -> None:
-        def local_bytes(tree: Any) -> int:
-            if isinstance(tree, torch.Tensor):
-                tensor = tree.to_local() if hasattr(tree, "to_local") else tree
-                return tensor.numel() * tensor.element_size()
-            if isinstance(tree, dict):
-                return sum(local_bytes(value) for value in tree.values())
-            if isinstance(tree, list | tuple):
-                return sum(local_bytes(value) for value in tree)
-            return 0
-
-        read = local_bytes(checkpoint.get("optimizer_states"))
+        read = tensor_bytes(checkpoint.get("optimizer_states"))
         path = Path(trainer.default_root_dir) / f"loaded_rank{trainer.global_rank}.txt"
         path.write_text(str(read))
 
