@@ -128,22 +128,20 @@ def explain(positions: list[RankPosition], timed_out: bool, other_nodes: bool = 
     timeout), or where each rank was (after an abort such as a collective mismatch). The board
     holds this node's ranks only: with ``other_nodes``, a node whose ranks all waited says the
     late rank is elsewhere."""
-
-    listed = _listed
     if not timed_out:
-        return f"where each rank was: {listed(positions)}"
+        return f"where each rank was: {_listed(positions)}"
     late, waiting = late_ranks(positions, other_nodes)
     if not late and other_nodes:
         return (
-            f"a collective timed out with every rank of this node waiting ({listed(positions)}): "
+            f"a collective timed out with every rank of this node waiting ({_listed(positions)}): "
             "the late rank is on another node (its node's launcher names it)"
         )
     if not late:
         return (
-            f"a collective timed out with every rank waiting ({listed(positions)}): some rank "
+            f"a collective timed out with every rank waiting ({_listed(positions)}): some rank "
             "called a collective the others never call"
         )
-    return f"a collective timed out: late: {listed(late)}; waiting: {listed(waiting) or 'none'}"
+    return f"a collective timed out: late: {_listed(late)}; waiting: {_listed(waiting) or 'none'}"
 
 
 def _listed(items: list[RankPosition]) -> str:
