@@ -1,4 +1,5 @@
-"""The ``trainkit`` console command, driven in subprocesses exactly as a user types it."""
+"""The ``trainkit`` console command, driven in subprocesses exactly as a user types it (the table
+of bad inputs through its entry point in this process)."""
 
 from __future__ import annotations
 
@@ -248,34 +249,56 @@ BAD_INPUTS = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("args", "named"), BAD_INPUTS, ids=[" ".join(a[-2:]) for a, _ in BAD_INPUTS]
-)
-def test_bad_input_exits_2_with_one_line_and_no_traceback(
-    tmp_path, autoencoder_config, args, named
-):
-    bad_yaml = tmp_path / "bad.yaml"
+def bad_input_argv(args: list[str], folder: Path, config: str) -> list[str]:
+    """``args`` with its placeholders filled: the demo config, a broken YAML file, a config whose
+    interpolation names a missing key (both written into ``folder``)."""
+    bad_yaml = folder / "bad.yaml"
     bad_yaml.write_text("model: [unclosed\n")
-    bad_interp = tmp_path / "interp.yaml"
+    bad_interp = folder / "interp.yaml"
     bad_interp.write_text(
         "model:\n  class_path: trainkit.demos.autoencoder.AutoEncoder\n"
         "  init_args:\n    hidden: ${model.init_args.nothere}\n"
     )
-    paths = {"cfg": autoencoder_config, "bad_yaml": str(bad_yaml), "bad_interp": str(bad_interp)}
-    argv = [a.format(**paths) for a in args]
+    paths = {"cfg": config, "bad_yaml": str(bad_yaml), "bad_interp": str(bad_interp)}
+    return [a.format(**paths) for a in args]
+
+
+@pytest.mark.parametrize(
+    ("args", "named"), BAD_INPUTS, ids=[" ".join(a[-2:]) for a, _ in BAD_INPUTS]
+)
+def test_bad_input_exits_2_with_one_line_and_no_traceback(
+    tmp_path, autoencoder_config, capsys, monkeypatch, args, named
+):
+    """The table runs through the console script's entry point in this process (an interpreter
+    per row would cost seconds each); the test below runs one row as the real console script."""
+    from trainkit.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["trainkit"])
+    monkeypatch.setenv("TRAINKIT_DISTRIBUTED_BACKEND", "nccl")
+    with pytest.raises(SystemExit) as exit_info:
+        main(bad_input_argv(args, tmp_path, autoencoder_config))
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("trainkit: error: ") and named in lines[0]
+    assert "Traceback" not in err
+
+
+def test_a_bad_input_through_the_console_script_is_one_line_exit_2(tmp_path, autoencoder_config):
+    argv = ["fit", "-c", "{cfg}", "--model.init_args.hidden", "x"]
     result = subprocess.run(
-        [sys.executable, "-m", "trainkit", *argv],
+        [sys.executable, "-m", "trainkit", *bad_input_argv(argv, tmp_path, autoencoder_config)],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=60,
-        env=cli_env(TRAINKIT_DISTRIBUTED_BACKEND="nccl"),
+        env=cli_env(),
     )
     assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("trainkit: error: ") and named in lines[0]
-    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("trainkit: error: model.init_args.hidden 'x'")
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
 
 
 def test_errors_in_user_code_keep_their_traceback(tmp_path):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import csv
+import re
+import sys
 
 import pytest
 import torch
 
-from tests.conftest import REPO
+from tests.conftest import REPO, run_trainkit
 
 CONFIG = str(REPO / "configs" / "pipeline.yaml")
 COMMON = [
@@ -24,10 +26,13 @@ COMMON = [
 ]
 
 
-def run(start_cli, root, *args):
-    proc = start_cli("fit", "-c", CONFIG, *COMMON, *args, root=root)
-    out, err = proc.communicate(timeout=150)
-    assert proc.returncode == 0, err
+# both tests compare with one run of the unsplit model, so they share one pytest-xdist worker
+pytestmark = pytest.mark.xdist_group("pipeline")
+SINGLE = ["--trainer.devices", "1", "--trainer.strategy", "single"]
+
+
+def read_run(root):
+    """The logged training losses and the last checkpoint's weights of the run under ``root``."""
     version = next(root.glob("trainkit_logs/version_*"))
     losses = [
         float(r["train_loss"])
@@ -35,20 +40,33 @@ def run(start_cli, root, *args):
         if r.get("train_loss")
     ]
     weights = torch.load(version / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
-    return losses, weights, out
+    return losses, weights
+
+
+@pytest.fixture(scope="module")
+def unsplit(tmp_path_factory):
+    """Losses and weights of the same model trained on one device, run once for both tests."""
+    root = tmp_path_factory.mktemp("unsplit")
+    proc = run_trainkit(
+        "fit", "-c", CONFIG, *COMMON, *SINGLE, "--trainer.default_root_dir", str(root), cwd=root
+    )
+    assert proc.returncode == 0, proc.stderr
+    return read_run(root)
 
 
 @pytest.mark.timeout(170)
 @pytest.mark.parametrize(
     ("devices", "balance", "schedule"), [(2, "[3,3]", "gpipe"), (4, "[2,1,2,1]", "1f1b")]
 )
-def test_pipeline_matches_the_unsplit_model(start_cli, tmp_path, devices, balance, schedule):
-    reference_losses, reference, _ = run(
-        start_cli, tmp_path / "single", "--trainer.devices", "1", "--trainer.strategy", "single"
-    )
-    losses, weights, out = run(
-        start_cli,
-        tmp_path / "pipe",
+def test_pipeline_matches_the_unsplit_model(
+    start_cli, tmp_path, unsplit, devices, balance, schedule
+):
+    reference_losses, reference = unsplit
+    proc = start_cli(
+        "fit",
+        "-c",
+        CONFIG,
+        *COMMON,
         "--trainer.devices",
         str(devices),
         "--trainer.strategy.init_args.balance",
@@ -56,14 +74,15 @@ def test_pipeline_matches_the_unsplit_model(start_cli, tmp_path, devices, balanc
         "--trainer.strategy.init_args.schedule",
         schedule,
     )
+    out, err = proc.communicate(timeout=150)
+    assert proc.returncode == 0, err
+    losses, weights = read_run(tmp_path)
     assert len(losses) == len(reference_losses) == 56
     assert losses == pytest.approx(reference_losses, rel=1e-4, abs=1e-6)
     assert set(weights) == set(reference)  # checkpoints hold every stage's layers
     for key, value in reference.items():
         torch.testing.assert_close(weights[key], value, rtol=1e-4, atol=1e-5)
     assert "val_loss=" in out
-    import re
-
     assert re.search(r"effective batch\s+64\b", out)
 
 
@@ -75,16 +94,16 @@ def test_pipeline_matches_the_unsplit_model(start_cli, tmp_path, devices, balanc
         (["--model", "trainkit.demos.autoencoder.AutoEncoder"], "sequential_module"),
     ],
 )
-def test_bad_pipeline_settings_fail_before_any_rank_starts(run_cli, tmp_path, args, named):
-    result = run_cli(
-        "fit",
-        "-c",
-        CONFIG,
-        *args,
-        "--trainer.default_root_dir",
-        str(tmp_path),
-        timeout=60,
-    )
-    assert result.returncode == 2, result.stderr
-    assert named in result.stderr and "Traceback" not in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+def test_bad_pipeline_settings_fail_before_any_rank_starts(
+    tmp_path, capsys, monkeypatch, args, named
+):
+    from trainkit.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["trainkit"])
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "-c", CONFIG, *args, "--trainer.default_root_dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2, err
+    assert named in err and len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("trainkit_logs/version_*")), "a rank started"
