@@ -17,13 +17,16 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """``gpu`` tests run only where CUDA is available; under pytest-xdist the tests that share
-    one SLURM cluster (tests/clusters) run in one worker, one after another."""
+    one SLURM cluster (tests/clusters) run in one worker, one after another, and so do the tests
+    that compare with the session's never-interrupted runs (``straight_run``), made once."""
     import torch
 
     clusters = REPO / "tests" / "clusters"
     for item in items:
         if clusters in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.xdist_group("clusters"))
+        elif "straight_run" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("straight_run"))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")

@@ -1,5 +1,5 @@
-"""The ``trainkit`` console command, driven in subprocesses exactly as a user types it (the table
-of bad inputs through its entry point in this process)."""
+"""The ``trainkit`` console command: runs driven in subprocesses exactly as a user types them;
+the bad-input table, --print_config and --help through its entry point in this process."""
 
 from __future__ import annotations
 
@@ -16,6 +16,25 @@ import yaml
 from tests.conftest import REPO, cli_env
 
 FAST = ["--trainer.max_epochs", "2", "--data.init_args.num_samples", "512"]
+
+
+@pytest.fixture
+def printed(tmp_path, capsys, monkeypatch):
+    """``printed(ARGS)``: what ``trainkit ARGS`` prints for --print_config or --help, run through
+    the entry point in this process (the README tour test types them as a user does)."""
+    from trainkit.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["trainkit"])
+
+    def run(*args: str) -> str:
+        with pytest.raises(SystemExit) as exit_info:
+            main(list(args))
+        out, err = capsys.readouterr()
+        assert exit_info.value.code in (0, None), err
+        return out
+
+    return run
 
 
 def version_dirs(root: Path) -> list[Path]:
@@ -82,33 +101,34 @@ def test_fit_resumes_with_ckpt_path_last(run_cli, autoencoder_config, tmp_path):
     assert [line.split(":")[0] for line in lines] == ["epoch 2"]
 
 
-def test_later_configs_and_dotted_overrides_win(run_cli, autoencoder_config, tmp_path):
+def test_later_configs_and_dotted_overrides_win(printed, autoencoder_config, tmp_path):
     override = tmp_path / "override.yaml"
     override.write_text("trainer:\n  max_epochs: 7\nmodel:\n  init_args:\n    hidden: 16\n")
-    printed = run_cli(
-        "fit",
-        "-c",
-        autoencoder_config,
-        "-c",
-        str(override),
-        "--model.init_args.hidden",
-        "8",
-        "--print_config",
+    config = yaml.safe_load(
+        printed(
+            "fit",
+            "-c",
+            autoencoder_config,
+            "-c",
+            str(override),
+            "--model.init_args.hidden",
+            "8",
+            "--print_config",
+        )
     )
-    config = yaml.safe_load(printed.stdout)
     assert config["trainer"]["max_epochs"] == 7 and config["model"]["init_args"]["hidden"] == 8
 
 
-def test_print_config_round_trips(run_cli, autoencoder_config, tmp_path):
-    first = run_cli("fit", "-c", autoencoder_config, "--trainer.max_epochs", "3", "--print_config")
-    assert first.returncode == 0, first.stderr
+def test_print_config_round_trips(printed, autoencoder_config, tmp_path):
+    first = printed("fit", "-c", autoencoder_config, "--trainer.max_epochs", "3", "--print_config")
     saved = tmp_path / "resolved.yaml"
-    saved.write_text(first.stdout)
-    second = run_cli("fit", "-c", str(saved), "--print_config")
-    assert yaml.safe_load(second.stdout) == yaml.safe_load(first.stdout)
+    saved.write_text(first)
+    second = printed("fit", "-c", str(saved), "--print_config")
+    assert yaml.safe_load(second) == yaml.safe_load(first)
+    assert yaml.safe_load(first)["trainer"]["max_epochs"] == 3
 
 
-def test_omegaconf_interpolation_and_env_defaults(run_cli, tmp_path):
+def test_omegaconf_interpolation_and_env_defaults(printed, tmp_path, monkeypatch):
     config = tmp_path / "interp.yaml"
     config.write_text(
         textwrap.dedent("""
@@ -122,10 +142,8 @@ def test_omegaconf_interpolation_and_env_defaults(run_cli, tmp_path):
           default_root_dir: ${oc.env:TK_TEST_ROOT,/tmp/fallback}
     """)
     )
-    printed = run_cli(
-        "fit", "-c", str(config), "--print_config", env=cli_env(TK_TEST_ROOT=str(tmp_path / "r"))
-    )
-    resolved = yaml.safe_load(printed.stdout)
+    monkeypatch.setenv("TK_TEST_ROOT", str(tmp_path / "r"))
+    resolved = yaml.safe_load(printed("fit", "-c", str(config), "--print_config"))
     assert resolved["data"]["init_args"]["rank"] == 3
     assert resolved["trainer"]["default_root_dir"] == str(tmp_path / "r")
 
@@ -168,11 +186,11 @@ def test_top_level_help_lists_subcommands_without_importing_torch():
     assert out.strip().endswith("False")
 
 
-def test_fit_help_documents_trainer_model_and_data_arguments(run_cli, autoencoder_config):
-    help_text = run_cli("fit", "-c", autoencoder_config, "--help").stdout
+def test_fit_help_documents_trainer_model_and_data_arguments(printed, autoencoder_config):
+    help_text = printed("fit", "-c", autoencoder_config, "--help")
     assert "--trainer.devices" in help_text and "Stop after this many epochs" in help_text
     assert "--model.help" in help_text
-    model_help = run_cli("fit", "--model.help", "trainkit.demos.autoencoder.AutoEncoder").stdout
+    model_help = printed("fit", "--model.help", "trainkit.demos.autoencoder.AutoEncoder")
     assert "--model.hidden" in model_help and "Width of the hidden layer" in model_help
 
 

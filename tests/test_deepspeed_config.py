@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import subprocess
 import sys
 
 import pytest
 
+from tests.conftest import cli_env
 from trainkit.errors import ConfigError
 from trainkit.strategies.deepspeed import PRESETS, load_config
 
@@ -64,3 +67,24 @@ def test_accumulation_is_rejected_with_the_strategy_named():
         Trainer(
             accelerator="cpu", devices=2, strategy="deepspeed_stage_2", accumulate_grad_batches=2
         )
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("deepspeed") is None or importlib.util.find_spec("mlflow") is None,
+    reason="needs deepspeed and mlflow installed",
+)
+def test_ranks_import_deepspeed_without_its_autotuners_mlflow_which_stays_importable():
+    probe = (
+        "import sys\n"
+        "from trainkit.strategies.deepspeed import import_deepspeed\n"
+        "deepspeed = import_deepspeed()\n"
+        "print('mlflow imported with deepspeed:', 'mlflow' in sys.modules)\n"
+        "import mlflow\n"
+        "print('mlflow importable afterwards:', bool(mlflow.__version__))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=cli_env()
+    )
+    assert result.returncode == 0, result.stderr
+    assert "mlflow imported with deepspeed: False" in result.stdout
+    assert "mlflow importable afterwards: True" in result.stdout

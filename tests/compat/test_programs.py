@@ -10,6 +10,8 @@ import pytest
 
 from tests.compat.ported import run_program
 
+# the classifier's one-process run serves two tests: they share one pytest-xdist worker
+pytestmark = pytest.mark.xdist_group("compat_programs")
 lightning_installed = pytest.mark.skipif(
     __import__("importlib").util.find_spec("lightning") is None,
     reason="Lightning is not installed (pip install 'lightning==2.6.*' to compare with it)",
@@ -26,9 +28,24 @@ def test_gan_with_two_manual_backwards_trains_on_two_ddp_ranks(tmp_path):
     assert first == pytest.approx(second, abs=1e-9)
 
 
+@pytest.fixture(scope="module")
+def one_process_run(tmp_path_factory):
+    """``one_process_run(program)``: what the program wrote when it ran under trainkit in one
+    process, run once for the test of the program and its comparison with Lightning."""
+    done: dict[str, tuple] = {}
+
+    def run(program: str) -> tuple:
+        if program not in done:
+            folder = tmp_path_factory.mktemp(program)
+            done[program] = (run_program(program, folder, "1"), folder)
+        return done[program]
+
+    return run
+
+
 @pytest.mark.timeout(300)
-def test_classifier_with_metric_objects_checkpoints_and_early_stopping(tmp_path):
-    result = run_program("classifier", tmp_path, "1")
+def test_classifier_with_metric_objects_checkpoints_and_early_stopping(one_process_run):
+    result, tmp_path = one_process_run("classifier")
     assert result["metrics"]["test_acc"] > 0.9
     assert result["best_score"] == pytest.approx(result["fit"]["val_acc"], abs=0.05)
     assert set(result["metrics"]) == {"test_acc"}  # a stage starts with no metrics of the last
@@ -45,9 +62,11 @@ def same_metrics(ours: dict, theirs: dict, tolerance: float = 1e-6) -> None:
 @pytest.mark.lightning
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("program", ["classifier", "gan"])
-def test_the_same_program_under_lightning_ends_with_the_same_metrics(tmp_path, program):
+def test_the_same_program_under_lightning_ends_with_the_same_metrics(
+    one_process_run, tmp_path, program
+):
     theirs = run_program(program, tmp_path / "lightning", "1", lightning=True)
-    ours = run_program(program, tmp_path / "trainkit", "1")
+    ours, _ = one_process_run(program)
     same_metrics(ours["metrics"], theirs["metrics"])
     if "fit" in theirs:
         same_metrics(ours["fit"], theirs["fit"])

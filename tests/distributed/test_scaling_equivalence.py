@@ -26,7 +26,7 @@ def neuron_weight(start_cli, *args) -> tuple[float, float, str]:
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("devices", [1, 2, 4])
+@pytest.mark.parametrize("devices", [1, 2, 8])  # 8 ranks share 2 cores
 def test_neuron_same_weight_for_any_rank_count_at_effective_batch_128(start_cli, devices):
     weight, variance, out = neuron_weight(
         start_cli, "-c", NEURON, "--trainer.devices", str(devices)
@@ -35,13 +35,6 @@ def test_neuron_same_weight_for_any_rank_count_at_effective_batch_128(start_cli,
     assert out.count("training configuration") == 1
     assert re.search(r"effective batch\s+128", out) and re.search(rf"world size\s+{devices}\b", out)
     assert re.search(rf"batch per device\s+{128 // devices}\b", out)
-
-
-@pytest.mark.timeout(180)
-def test_eight_ranks_on_two_cores_match_one_rank(start_cli):
-    weight, _, out = neuron_weight(start_cli, "-c", NEURON, "--trainer.devices", "8")
-    assert weight == pytest.approx(0.998, abs=1e-9)
-    assert re.search(r"world size\s+8\b", out)
 
 
 @pytest.mark.timeout(180)
@@ -56,11 +49,11 @@ def test_eight_ranks_on_two_cores_match_one_rank(start_cli):
     ],
 )
 def test_lr_rules_on_two_ranks(start_cli, config, expected):
-    single, _, _ = neuron_weight(start_cli, "-c", config, "--trainer.devices", "1")
     scaled, _, out = neuron_weight(start_cli, "-c", config, "--trainer.devices", "2")
-    assert single == pytest.approx(1 - 16 * 1e-3, abs=1e-9)
     assert scaled == pytest.approx(expected, abs=1e-9)
-    if config == NEURON_LINEAR:
+    if config == NEURON_LINEAR:  # the same weight as the unscaled single process
+        single, _, _ = neuron_weight(start_cli, "-c", config, "--trainer.devices", "1")
+        assert single == pytest.approx(1 - 16 * 1e-3, abs=1e-9)
         assert scaled == pytest.approx(single, abs=1e-9)
         assert re.search(r"lr scaling\s+linear \(x2\)", out)
 
@@ -85,9 +78,7 @@ def test_noisy_neuron_reports_update_variance(start_cli):
 
 
 @pytest.mark.timeout(300)
-def test_autoencoder_with_sgd_on_2_and_4_ranks_matches_one_rank_with_the_full_batch(
-    start_cli, tmp_path
-):
+def test_autoencoder_with_sgd_on_4_ranks_matches_one_rank_with_the_full_batch(start_cli, tmp_path):
     args = [
         "-c",
         AUTOENCODER,
@@ -107,7 +98,7 @@ def test_autoencoder_with_sgd_on_2_and_4_ranks_matches_one_rank_with_the_full_ba
         "0",
     ]
     weights = {}
-    for count in (1, 2, 4):
+    for count in (1, 4):
         root = tmp_path / f"n{count}"
         proc = start_cli("fit", *args, "--trainer.devices", str(count), root=root)
         _, err = proc.communicate(timeout=170)
@@ -115,6 +106,5 @@ def test_autoencoder_with_sgd_on_2_and_4_ranks_matches_one_rank_with_the_full_ba
         weights[count] = torch.load(next(root.glob("**/last.ckpt")), weights_only=True)[
             "state_dict"
         ]
-    for devices in (2, 4):
-        for key, value in weights[1].items():
-            torch.testing.assert_close(weights[devices][key], value, rtol=0, atol=1e-6)
+    for key, value in weights[1].items():
+        torch.testing.assert_close(weights[4][key], value, rtol=0, atol=1e-6)

@@ -139,6 +139,8 @@ def test_checkpoints_resume_in_the_strategy_and_load_on_one_device(
             assert loaded == [whole, whole]
         else:
             assert max(loaded) <= 0.55 * whole and sum(loaded) == pytest.approx(whole, rel=0.02)
+    if not find_checkpoint(root).is_dir():
+        return  # one file, as ddp writes: loading it on one device is tested with ddp's
     test = run_cli(
         "test",
         "-c",

@@ -10,21 +10,23 @@ from tests.reliability.runs import assert_same_weights, checkpoints, logged_at_e
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize(
-    ("devices", "workers"),
-    [(1, 0), (1, 2), (2, 0), (2, 1)],
-    ids=["1rank", "1rank-2workers", "2ranks", "2ranks-1worker"],
+    ("devices", "workers", "train_size"),
+    # with workers, 56 samples put the checkpoint at an odd batch: the next one is the second
+    # worker's, so a resume that restarted the workers' round-robin would be caught
+    [(1, 0, 48), (2, 0, 48), (2, 2, 56)],
+    ids=["1rank", "2ranks", "2ranks-2workers"],
 )
 def test_resume_from_a_mid_epoch_checkpoint_is_bitwise_exact(
-    tmp_path, start_cli, straight_run, devices, workers
+    tmp_path, start_cli, straight_run, devices, workers, train_size
 ):
-    config = write_config(tmp_path, devices=devices, workers=workers)
+    config = write_config(tmp_path, devices=devices, workers=workers, train_size=train_size)
     if workers:
         straight = start_cli("fit", "-c", str(config), root=tmp_path / "straight")
         assert straight.wait(timeout=120) == 0, straight.stderr.read()
         saved = checkpoints(tmp_path / "straight")
     else:  # the shared reference run is this very config
         saved = checkpoints(straight_run(devices).parent.parent)
-    batches_per_epoch = 12 // devices
+    batches_per_epoch = train_size // 4 // devices  # batches of 4
     mid = next(  # the first step checkpoint inside the second epoch, not at its edge
         name
         for name, path in saved.items()

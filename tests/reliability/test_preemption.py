@@ -32,8 +32,9 @@ def rank_process(launcher, local_rank):
     raise AssertionError(f"no local rank {local_rank} under the launcher")
 
 
-def interrupted_then_resumed(tmp_path, start_cli, straight_run, devices, send):
-    """Train, call ``send(proc)`` mid-run, resume, compare with the straight run; return stderr."""
+def interrupted(tmp_path, start_cli, devices, send):
+    """Train, call ``send(proc)`` mid-run; the run must exit 75 with a mid-epoch last.ckpt.
+    Returns its stderr."""
     started = tmp_path / "started"
     slow = write_config(tmp_path, devices, sleep_s=0.15, touch_file=str(started))
     run = start_cli("fit", "-c", str(slow), root=tmp_path / "b")
@@ -44,7 +45,12 @@ def interrupted_then_resumed(tmp_path, start_cli, straight_run, devices, send):
     last = checkpoints(tmp_path / "b")["last.ckpt"]
     loops = torch.load(last, weights_only=True)["loops"]
     assert loops["epoch"] == 0 and 0 < loops["batches_in_epoch"] < 12 // devices  # mid-epoch
+    return stderr
 
+
+def interrupted_then_resumed(tmp_path, start_cli, straight_run, devices, send):
+    """``interrupted``, then ``--ckpt_path last`` must end with the straight run's weights."""
+    stderr = interrupted(tmp_path, start_cli, devices, send)
     resumed = start_cli(
         "fit",
         "-c",
@@ -69,13 +75,10 @@ def test_sigterm_to_the_launcher_stops_every_rank_saves_once_and_resumes_exactly
     assert "Traceback" not in stderr
 
 
-def test_sigterm_to_one_rank_stops_all_of_them_together(tmp_path, start_cli, straight_run):
-    stderr = interrupted_then_resumed(
-        tmp_path,
-        start_cli,
-        straight_run,
-        2,
-        lambda p: rank_process(p, 1).send_signal(signal.SIGTERM),
+def test_sigterm_to_one_rank_stops_all_of_them_together(tmp_path, start_cli):
+    """(Resuming is the same as after a signal to the launcher, tested above.)"""
+    stderr = interrupted(
+        tmp_path, start_cli, 2, lambda p: rank_process(p, 1).send_signal(signal.SIGTERM)
     )
     assert "preempted" in stderr and "Traceback" not in stderr
 
@@ -87,10 +90,8 @@ def test_slurm_sigusr1_preempts_a_single_process_run(tmp_path, start_cli, straig
     assert "preempted (SIGUSR1)" in stderr
 
 
-def test_ctrl_c_preempts_like_sigterm(tmp_path, start_cli, straight_run):
-    stderr = interrupted_then_resumed(
-        tmp_path, start_cli, straight_run, 1, lambda p: p.send_signal(signal.SIGINT)
-    )
+def test_ctrl_c_preempts_like_sigterm(tmp_path, start_cli):
+    stderr = interrupted(tmp_path, start_cli, 1, lambda p: p.send_signal(signal.SIGINT))
     assert "preempted (SIGINT)" in stderr
 
 
