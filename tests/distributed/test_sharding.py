@@ -139,6 +139,26 @@ def test_checkpoints_resume_in_the_strategy_and_load_on_one_device(
             assert loaded == [whole, whole]
         else:
             assert max(loaded) <= 0.55 * whole and sum(loaded) == pytest.approx(whole, rel=0.02)
+    if strategy == "fsdp_sharded_checkpoints":  # the 2 ranks' shards, resharded onto one
+        one = run_cli(
+            "fit",
+            "-c",
+            CONFIG,
+            *STRATEGIES[strategy],
+            *COMMON,
+            "--trainer.devices",
+            "1",
+            "--trainer.max_epochs",
+            "4",
+            "--ckpt_path",
+            "last",
+            "--trainer.default_root_dir",
+            str(root),
+            timeout=120,
+        )
+        assert one.returncode == 0, one.stderr
+        assert "saved by 2 rank(s) and resumes on 1: weights and optimizer state" in one.stdout
+        assert "epoch 3: step 35" in one.stdout  # 14 steps per epoch on one process
     if not find_checkpoint(root).is_dir():
         return  # one file, as ddp writes: loading it on one device is tested with ddp's
     test = run_cli(

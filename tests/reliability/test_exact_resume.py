@@ -91,3 +91,22 @@ def test_resume_replays_the_validation_that_followed_the_checkpoint(tmp_path):
         assert torch.equal(
             resumed_trainer.callback_metrics[name], trainer.callback_metrics[name]
         ), name
+
+
+@pytest.mark.timeout(180)
+def test_a_two_rank_checkpoint_resumes_on_one_process_after_the_samples_it_trained(
+    tmp_path, start_cli, straight_run
+):
+    saved = checkpoints(straight_run(2).parent.parent)  # 6 batches of 4 per rank and epoch
+    mid = saved["epoch=1-step=10.ckpt"]
+    assert torch.load(mid, weights_only=True)["loops"]["batches_in_epoch"] == 4
+    resumed = start_cli(
+        "fit", "-c", str(write_config(tmp_path, devices=1)), "--ckpt_path", str(mid)
+    )
+    out, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, err
+    assert "saved by 2 rank(s) and resumes on 1" in out
+    assert "goes on after the 32 samples it had trained (8 batches per rank skipped" in out
+    last = torch.load(checkpoints(tmp_path)["last.ckpt"], weights_only=True)
+    assert last["global_step"] == 10 + 4 + 12  # the 4 batches left of epoch 1's 12, then epoch 2
+    assert last["world_size"] == 1

@@ -15,6 +15,7 @@ from trainkit.checkpoint.io import (
     plain_hparams,
     require_state_dict,
 )
+from trainkit.checkpoint.world_change import WorldChange, world_change
 from trainkit.loops.state import ResumePoint, RunState
 from trainkit.module import TrainModule
 from trainkit.seed import collect_rng_states, restore_rng_states
@@ -41,6 +42,7 @@ def dump(state: RunState, weights_only: bool = False) -> dict[str, Any]:
         "callbacks": {cb.state_key: cb.state_dict() for cb in state.callbacks},
         "hyper_parameters": plain_hparams(module.hparams),
         "world_size": strategy.world_size,
+        "train_batch_size": getattr(state.train_loader, "batch_size", None),  # per rank
         "precision": strategy.precision,
         "config": state.cli_config,
     }
@@ -141,13 +143,29 @@ def restore(state: RunState, path: str, full: bool, weights_only: bool = True) -
     skip = state.position.load_state_dict(
         {"global_step": checkpoint["global_step"], **checkpoint["loops"]}
     )
+    change = changed_world(checkpoint, skip, state)
+    if change is not None and state.strategy.is_global_zero:
+        print(change.describe(state.position.epoch), flush=True)
     state.stop.resume = ResumePoint(
         rng=checkpoint["rng_states"],
         epoch_rng=checkpoint["epoch_start_rng_states"],
-        epoch_metrics=checkpoint.get("epoch_metrics_so_far") if skip else None,
-        skip=skip,
+        # the saved ranks' partial epoch means belong to their shards: on another world size
+        # the resumed epoch's means cover the batches after the resume
+        epoch_metrics=checkpoint.get("epoch_metrics_so_far") if skip and not change else None,
+        skip=change.skip if change is not None else skip,
     )
     return checkpoint
+
+
+def changed_world(checkpoint: dict[str, Any], skip: int, state: RunState) -> WorldChange | None:
+    """Where the interrupted epoch goes on when the checkpoint was saved by another number of
+    ranks (None: the same number, or a checkpoint that does not say)."""
+    saved = checkpoint.get("world_size")
+    world_size = state.strategy.world_size
+    if saved is None or saved == world_size:
+        return None
+    batch_size = getattr(state.train_loader, "batch_size", None)
+    return world_change(saved, checkpoint.get("train_batch_size"), skip, world_size, batch_size)
 
 
 RESUME_KEYS = ("optimizer_states", "lr_schedulers", "loops", "global_step", "rng_states")

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from trainkit.checkpoint.io import CheckpointError
 from trainkit.errors import ConfigError
 from trainkit.strategies.base import Placement
 from trainkit.strategies.ddp import DDPStrategy, StepForwarder
@@ -208,6 +209,14 @@ class DeepSpeedStrategy(DDPStrategy):
         module.load_state_dict(state)
 
     def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: Any) -> None:
+        saved = len(state["per_rank"])
+        if saved != self.world_size:
+            raise CheckpointError(
+                f"the checkpoint holds the optimizer partitions of {saved} deepspeed rank(s), "
+                f"this run has {self.world_size}: resume it on {saved} (trainer.devices x "
+                "num_nodes), or start a new fit from its full weights with "
+                "YourModel.load_from_checkpoint(path)"
+            )
         from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler, LossScaler
         from deepspeed.utils.tensor_fragment import fragment_address
 
