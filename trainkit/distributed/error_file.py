@@ -4,6 +4,7 @@ and which errors only followed from another rank's failure."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import sys
@@ -45,6 +46,7 @@ def _file_hook(path: str, rank: str) -> Any:
         partial = f"{path}.partial"
         Path(partial).write_text(record)
         os.replace(partial, path)  # the launcher never reads half a record
+        leave_failed()
 
     return hook
 
@@ -67,8 +69,32 @@ def _cause_hook(rank: int) -> Any:
             traceback.print_exception(kind, value, tb)
             sys.stderr.write(f"trainkit: rank {rank} failed: {cause}\n")
         sys.stderr.flush()
+        leave_failed()
 
     return hook
+
+
+def leave_failed() -> None:
+    """After the report: end with exit code 1, as Python does after an uncaught exception, but
+    skip interpreter finalization while a process group is up. There, destroying the gloo group
+    whose peers still wait in a collective can abort the process ("terminate called without an
+    active exception", SIGABRT) and the scheduler records a crash instead of the failure. The exit
+    waits for the end of the excepthook chain (torch's prefixes and prints what this hook wrote):
+    an exit function registered now runs first (last in, first out)."""
+    torch = sys.modules.get("torch")
+    if (
+        torch is not None
+        and torch.distributed.is_available()
+        and torch.distributed.is_initialized()
+    ):
+        atexit.register(exit_now, 1)
+
+
+def exit_now(code: int) -> None:
+    """Flush the output and end the process without finalization."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def is_communication_error(traceback_text: str) -> bool:
