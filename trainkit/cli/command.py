@@ -55,21 +55,18 @@ def main(argv: list[str] | None = None) -> None:
 def finish_rank(code: int = 0) -> None:
     """After a run in a rank: sync, destroy the process group, and leave without interpreter
     finalization (where gloo threads still holding tensors can abort the process)."""
-    torch = sys.modules.get("torch")
-    if (
-        torch is None
-        or not torch.distributed.is_available()
-        or not torch.distributed.is_initialized()
-    ):
+    from trainkit.distributed.error_file import exit_now, process_group_is_up
+
+    if not process_group_is_up():
         return
+    import torch.distributed as dist
+
     from trainkit.distributed.rank_board import FINISHING, RankBoard
 
     RankBoard().mark(FINISHING)
-    torch.distributed.barrier()
-    torch.distributed.destroy_process_group()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    dist.barrier()
+    dist.destroy_process_group()
+    exit_now(code)
 
 
 class TrainkitCLI(LightningCLI):

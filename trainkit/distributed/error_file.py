@@ -81,13 +81,18 @@ def leave_failed() -> None:
     active exception", SIGABRT) and the scheduler records a crash instead of the failure. The exit
     waits for the end of the excepthook chain (torch's prefixes and prints what this hook wrote):
     an exit function registered now runs first (last in, first out)."""
+    if process_group_is_up():
+        atexit.register(exit_now, 1)
+
+
+def process_group_is_up() -> bool:
+    """Whether this process has joined a torch.distributed group (without importing torch)."""
     torch = sys.modules.get("torch")
-    if (
+    return (
         torch is not None
         and torch.distributed.is_available()
         and torch.distributed.is_initialized()
-    ):
-        atexit.register(exit_now, 1)
+    )
 
 
 def exit_now(code: int) -> None:
