@@ -7,7 +7,7 @@ import pytest
 from trainkit.distributed.env import detect_environment
 from trainkit.distributed.launchers.reexec import World, build_rank_command
 from trainkit.errors import ConfigError
-from trainkit.strategies.ddp import resolve_backend
+from trainkit.strategies.parallel import resolve_backend
 
 
 def test_no_variables_means_a_lone_process():

@@ -10,6 +10,7 @@ import torch
 from tests.helpers.models import Regression, regression_loader
 from trainkit.errors import ConfigError
 from trainkit.scaling import effective_batch_size, lr_factor, per_device_batch
+from trainkit.strategies import STRATEGIES
 
 
 @pytest.mark.parametrize(
@@ -26,7 +27,9 @@ from trainkit.scaling import effective_batch_size, lr_factor, per_device_batch
 )
 def test_effective_batch_per_strategy_family(strategy, expected):
     assert (
-        effective_batch_size(per_device=8, devices=4, num_nodes=2, accumulate=3, strategy=strategy)
+        effective_batch_size(
+            8, devices=4, num_nodes=2, accumulate=3, loading=STRATEGIES[strategy].batch_loading
+        )
         == expected
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -10,22 +11,26 @@ from trainkit.errors import ConfigError
 
 RULES = ("none", "linear", "sqrt")
 BATCH_SIZE_MODES = ("per_device", "effective")
-NODE_LOCAL_STRATEGIES = ("dp", "ddp2")  # one process per node drives every device of the node
-MODEL_PARALLEL_STRATEGIES = ("pipeline",)  # every rank sees the same batch
 LR_KEYS = ("lr", "initial_lr", "max_lr", "min_lr")
 
 
+class BatchLoading(enum.Enum):
+    """Who loads distinct batches under a strategy (its ``batch_loading``)."""
+
+    PER_DEVICE = "per_device"  # the ddp family: each device's rank loads its own
+    PER_NODE = "per_node"  # dp, ddp2: one loader per node, its batch split over the devices
+    SHARED = "shared"  # pipeline: every stage walks the same batch
+
+
 def effective_batch_size(
-    per_device: int, devices: int, num_nodes: int, accumulate: int, strategy: str
+    per_device: int, devices: int, num_nodes: int, accumulate: int, loading: BatchLoading
 ) -> int:
-    """Samples per optimizer step: devices count only for the ddp family (dp/ddp2 split one batch,
-    pipeline stages share one)."""
-    if strategy in MODEL_PARALLEL_STRATEGIES:
-        replicas = 1
-    elif strategy in NODE_LOCAL_STRATEGIES:
-        replicas = num_nodes
-    else:
-        replicas = devices * num_nodes
+    """Samples per optimizer step: devices count only when each loads its own batch."""
+    replicas = {
+        BatchLoading.PER_DEVICE: devices * num_nodes,
+        BatchLoading.PER_NODE: num_nodes,
+        BatchLoading.SHARED: 1,
+    }[loading]
     return per_device * replicas * accumulate
 
 

@@ -133,10 +133,11 @@ class BaseFinetuning(Callback):
     # ---- hooks -----------------------------------------------------------------------------------
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         self.freeze_before_training(pl_module)
-        if trainer.strategy.name == "deepspeed":
+        if not trainer.strategy.supports_param_group_changes:
             raise MisconfigurationError(
-                f"{type(self).__name__} does not support the deepspeed strategy; choose "
-                "another strategy or remove the callback"
+                f"{type(self).__name__} does not support the {trainer.strategy.name} strategy "
+                "(it owns the optimizer's parameter groups); choose another strategy or remove "
+                "the callback"
             )
 
     def on_load_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict[str, Any]) -> None:

@@ -106,10 +106,11 @@ class StochasticWeightAveraging(Callback):
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if stage != "fit":
             return
-        if trainer.strategy.name in ("fsdp", "deepspeed", "sharded"):
+        if trainer.strategy.shards_state:
             raise MisconfigurationError(
                 f"StochasticWeightAveraging does not support the {trainer.strategy.name} "
-                "strategy (sharded weights); use ddp or one device"
+                "strategy (each rank holds only a part of the weights or optimizer state); use ddp or "
+                "one device"
             )
         from torch.optim.swa_utils import AveragedModel
 

@@ -48,21 +48,13 @@ WORDS = {
 }
 
 
-def ranks_per_node(strategy: Any) -> int:
-    """How many ranks per node the config asks for: one per device for ddp-like strategies
-    (also when spawned), one per node for dp/ddp2/single."""
-    if strategy.spawns_processes:
-        return strategy.selection.count
-    return strategy.processes_per_node
-
-
 def check_launched_world(strategy: Any) -> None:
     """Refuse, before training, a world that the external launcher and the config disagree on."""
     cluster = strategy.cluster
     words = WORDS.get(cluster.name)
     if words is None:  # no launcher, or trainkit's own (which starts what the config asks)
         return
-    asked_nodes, asked_local = strategy.num_nodes, ranks_per_node(strategy)
+    asked_nodes, asked_local = strategy.num_nodes, strategy.processes_per_node
     if cluster.num_nodes != asked_nodes:
         raise ConfigError(
             "trainer.num_nodes",
@@ -74,7 +66,7 @@ def check_launched_world(strategy: Any) -> None:
         )
     if cluster.local_world_size == asked_local or cluster.name == "slurm-node":
         return
-    one_per_device = strategy.spawns_processes or strategy.launches_processes
+    one_per_device = strategy.process_per_device
     what = "trainer.devices" if one_per_device else f"ranks per node of strategy {strategy.name}"
     fix = (
         f"set trainer.devices: {cluster.local_world_size}, or start {asked_local} per node: "

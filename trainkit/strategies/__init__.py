@@ -6,14 +6,14 @@ from collections.abc import Callable
 from functools import partial
 
 from trainkit.errors import ConfigError
-from trainkit.strategies.base import ParallelStrategy, Placement, Strategy
-from trainkit.strategies.ddp import DDPStrategy
+from trainkit.strategies.base import Placement, Strategy
+from trainkit.strategies.ddp import DDPSpawnStrategy, DDPStrategy
 from trainkit.strategies.ddp2 import DDP2Strategy
-from trainkit.strategies.ddp_spawn import DDPSpawnStrategy
 from trainkit.strategies.deepspeed import PRESETS as DEEPSPEED_PRESETS
 from trainkit.strategies.deepspeed import DeepSpeedStrategy
 from trainkit.strategies.dp import DataParallelStrategy
 from trainkit.strategies.fsdp import FSDPStrategy
+from trainkit.strategies.parallel import ParallelStrategy
 from trainkit.strategies.pipeline import PipelineStrategy
 from trainkit.strategies.sharded import ShardedStrategy
 from trainkit.strategies.single import SingleDeviceStrategy

@@ -13,6 +13,8 @@ from torch import nn
 
 from trainkit.devices import DeviceSelection
 from trainkit.distributed.env import ClusterEnvironment
+from trainkit.distributed.launchers import Launcher
+from trainkit.scaling import BatchLoading
 
 
 def move_to_device(batch: Any, device: torch.device) -> Any:
@@ -49,14 +51,19 @@ class Strategy:
 
     A strategy's own settings come from its constructor; ``connect`` hands it the Trainer's
     resolved ``Placement`` once, when the Trainer selects it (or, in a spawned rank, a copy).
+    What a strategy can and cannot do is said by the capability attributes below, never by its
+    ``name`` (which is for people: the startup table and messages).
     """
 
     name = "single"
-    launches_processes = False  # trainkit re-executes the command once per local rank
-    spawns_processes = False  # trainkit spawns ranks from this Python process
-    is_distributed = False
-    supports_accumulation = True
-    zero_grad_set_to_none = True  # fairscale's ShardedDataParallel needs zeroed, not freed, grads
+    # capabilities: read these, not the name
+    process_per_device: bool = False  # one rank per device (else one process drives a node)
+    is_distributed: bool = False  # ranks joined by a process group
+    batch_loading: BatchLoading = BatchLoading.PER_DEVICE  # who loads distinct batches
+    shards_state: bool = False  # each rank holds only a part of the weights or optimizer state
+    supports_accumulation: bool = True  # trainkit may accumulate gradients over batches
+    supports_param_group_changes: bool = True  # callbacks may add optimizer param groups
+    zero_grad_set_to_none: bool = True  # False: zero the grads in place (fairscale, deepspeed)
 
     def __init__(self) -> None:
         self.placement = Placement()
@@ -151,8 +158,18 @@ class Strategy:
 
     @property
     def processes_per_node(self) -> int:
-        """How many processes the launcher starts on each node."""
-        return self.selection.count if self.launches_processes else 1
+        """How many processes (ranks) run on each node."""
+        return 1
+
+    def launcher(self, max_restarts: int = 0) -> Launcher | None:
+        """What starts this run's ranks; None when this process is the only rank. With
+        ``max_restarts`` the re-executing launcher watches it and starts it again on failure
+        (from a script or the trainkit command; an interactive session cannot be re-run)."""
+        from trainkit.distributed.launchers.reexec import ReexecLauncher, can_reexecute
+
+        if self.cluster.external or not max_restarts or not can_reexecute():
+            return None
+        return ReexecLauncher(self, max_restarts)
 
     @property
     def num_processes(self) -> int:
@@ -210,9 +227,6 @@ class Strategy:
         """The strategy as the startup table shows it (name, and what it does if not obvious)."""
         return self.name
 
-    def unwrap(self, wrapped: nn.Module) -> nn.Module:
-        return wrapped
-
     def teardown(self) -> None: ...
 
     # ---- collectives (identity for one process) -------------------------------------------------
@@ -259,8 +273,3 @@ class Strategy:
 
     def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: Any) -> None:
         optimizer.load_state_dict(state)
-
-
-class ParallelStrategy(Strategy):
-    """Base of the strategies over several devices or processes (Lightning's name, for
-    ``isinstance`` checks); ``is_distributed`` still says whether there is a process group."""

@@ -14,15 +14,18 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from trainkit.strategies.base import Placement, Strategy
-from trainkit.strategies.ddp import DDPStrategy, average_gradients
+from trainkit.scaling import BatchLoading
+from trainkit.strategies.base import Placement
 from trainkit.strategies.dp import DataParallelStrategy
+from trainkit.strategies.parallel import ParallelStrategy, average_gradients
 
 
-class DDP2Strategy(DDPStrategy):
+class DDP2Strategy(ParallelStrategy):
     """``ddp2``: a process per node, dp inside it, gradient all-reduce between nodes."""
 
     name = "ddp2"
+    process_per_device = False
+    batch_loading = BatchLoading.PER_NODE
 
     def connect(self, placement: Placement) -> None:
         super().connect(placement)
@@ -31,14 +34,6 @@ class DDP2Strategy(DDPStrategy):
 
     def describe(self) -> str:
         return "ddp2 (one process per node, dp over its devices)"
-
-    @property
-    def processes_per_node(self) -> int:
-        return 1
-
-    @property
-    def world_size(self) -> int:
-        return self.cluster.world_size if self.cluster.external else self.num_nodes
 
     @property
     def root_device(self) -> torch.device:
@@ -59,9 +54,6 @@ class DDP2Strategy(DDPStrategy):
     def default_step_end(self) -> Callable[[Any], Any] | None:
         return self._dp.default_step_end()
 
-    # no DDP wrapper here: gradients are synced once, right before the optimizer step
-    no_backward_sync = Strategy.no_backward_sync
-    unwrap = Strategy.unwrap
-
     def gradient_sync_fn(self) -> Callable[[list[torch.Tensor]], None] | None:
+        """No wrapper syncs here: gradients are averaged once, right before the optimizer step."""
         return average_gradients

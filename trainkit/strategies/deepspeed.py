@@ -18,7 +18,8 @@ from torch import nn
 from trainkit.checkpoint.io import CheckpointError
 from trainkit.errors import ConfigError
 from trainkit.strategies.base import Placement
-from trainkit.strategies.ddp import DDPStrategy, StepForwarder
+from trainkit.strategies.parallel import ParallelStrategy
+from trainkit.strategies.step_forwarder import StepForwarder
 
 CONFIG_ENV = "TRAINKIT_DEEPSPEED_CONFIG_PATH"
 PRESETS: dict[str, dict[str, Any]] = {
@@ -83,11 +84,13 @@ def import_deepspeed() -> Any:
     return deepspeed
 
 
-class DeepSpeedStrategy(DDPStrategy):
+class DeepSpeedStrategy(ParallelStrategy):
     """``deepspeed`` (and presets ``deepspeed_stage_1/2/3``, ``deepspeed_stage_2_offload/3_offload``)."""
 
     name = "deepspeed"
-    supports_accumulation = False
+    shards_state = True
+    supports_accumulation = False  # the engine accumulates (its config), not trainkit
+    supports_param_group_changes = False  # the engine owns the optimizer's groups
     zero_grad_set_to_none = False
 
     def __init__(

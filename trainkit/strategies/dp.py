@@ -16,7 +16,9 @@ import torch
 from torch import nn
 
 from trainkit.errors import ConfigError
-from trainkit.strategies.base import ParallelStrategy, Placement
+from trainkit.scaling import BatchLoading
+from trainkit.strategies.base import Placement
+from trainkit.strategies.parallel import ParallelStrategy
 
 
 def split_batch(batch: Any, chunks: int) -> list[Any]:
@@ -71,6 +73,9 @@ class DataParallelStrategy(ParallelStrategy):
     """``dp``: data parallel inside one process over the listed devices of one machine."""
 
     name = "dp"
+    process_per_device = False
+    is_distributed = False  # one process: no process group, collectives are identities
+    batch_loading = BatchLoading.PER_NODE
 
     def connect(self, placement: Placement) -> None:
         super().connect(placement)

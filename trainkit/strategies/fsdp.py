@@ -12,15 +12,17 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from trainkit.errors import ConfigError
-from trainkit.strategies.ddp import DDPStrategy, StepForwarder
+from trainkit.strategies.parallel import ParallelStrategy
+from trainkit.strategies.step_forwarder import StepForwarder
 
 SHARDING = {"FULL_SHARD": True, "SHARD_GRAD_OP": False}
 
 
-class FSDPStrategy(DDPStrategy):
+class FSDPStrategy(ParallelStrategy):
     """``fsdp``: each rank holds 1/N of every sharded module's parameters and optimizer state."""
 
     name = "fsdp"
+    shards_state = True
 
     def __init__(
         self,
@@ -126,6 +128,10 @@ class FSDPStrategy(DDPStrategy):
         self._module, self._forwarder = module, forwarder
         return forwarder
 
+    def training_step_fn(self, wrapped: nn.Module, module: Any) -> Any:
+        """The training step enters through the root unit, which gathers the parameters."""
+        return wrapped
+
     def step_fn(self, module: Any, name: str) -> Any:
         """Evaluation steps enter through the root unit too (FSDP gathers parameters there)."""
         forwarder = getattr(self, "_forwarder", None)
@@ -145,9 +151,6 @@ class FSDPStrategy(DDPStrategy):
                 wrapped.set_requires_gradient_sync(True)
 
         return no_sync()
-
-    def unwrap(self, wrapped: nn.Module) -> nn.Module:
-        return wrapped.module
 
     # ---- checkpoints: full state written by rank 0, or each rank's shards (state_dict_type) ----
     def module_state_dict(self, module: nn.Module) -> dict[str, Any]:

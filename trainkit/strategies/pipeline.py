@@ -18,8 +18,9 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from trainkit.errors import ConfigError, MisconfigurationError
+from trainkit.scaling import BatchLoading
 from trainkit.strategies.base import Placement
-from trainkit.strategies.ddp import DDPStrategy
+from trainkit.strategies.parallel import ParallelStrategy
 
 SCHEDULES = ("gpipe", "1f1b")
 CHECKPOINTING = ("never", "always", "except_last")
@@ -36,10 +37,11 @@ class _Checkpointed(nn.Module):
         return checkpoint(self.layer, x, use_reentrant=False)
 
 
-class PipelineStrategy(DDPStrategy):
+class PipelineStrategy(ParallelStrategy):
     """``pipeline``: sequential model parallel over ranks (one stage each), microbatched."""
 
     name = "pipeline"
+    batch_loading = BatchLoading.SHARED
 
     def __init__(
         self,

@@ -8,16 +8,16 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainkit.strategies.ddp import DDPStrategy, StepForwarder
+from trainkit.strategies.parallel import ParallelStrategy
+from trainkit.strategies.step_forwarder import StepForwarder
 
 
-class ShardedStrategy(DDPStrategy):
+class ShardedStrategy(ParallelStrategy):
     """``ddp_sharded`` (alias ``sharded``): ddp with 1/N of the optimizer state on each rank."""
 
     name = "ddp_sharded"
-    zero_grad_set_to_none = (
-        False  # its gradient-reduce hooks diverge from ddp when grads are set to None
-    )
+    shards_state = True
+    zero_grad_set_to_none = False  # its gradient-reduce hooks diverge from ddp on freed grads
 
     def setup_module(self, module: nn.Module) -> nn.Module:
         return StepForwarder(module.to(self.root_device))  # wrapped once the optimizers exist

@@ -199,7 +199,9 @@ class TrainerProperties:
             return None
         devices = self.world_size // self.num_nodes if self.strategy.is_distributed else 1
         accumulate = self.run_state.limits.accumulate_grad_batches
-        return effective_batch_size(batch, devices, self.num_nodes, accumulate, self.strategy.name)
+        return effective_batch_size(
+            batch, devices, self.num_nodes, accumulate, self.strategy.batch_loading
+        )
 
     @property
     def estimated_stepping_batches(self) -> int | float:

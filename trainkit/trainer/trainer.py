@@ -32,7 +32,7 @@ from trainkit.trainer.arguments import (
     datamodule_given_as_loaders,
     loop_limits,
 )
-from trainkit.trainer.launching import choose_launcher, fit_under_scheduler
+from trainkit.trainer.launching import fit_under_scheduler
 from trainkit.trainer.running import StageRunner
 from trainkit.trainer.stage import (
     new_run_state,
@@ -282,7 +282,7 @@ class Trainer(StageRunner):
         data = datamodule if datamodule is not None else self.datamodule
         check_stage_inputs(stage, model, data, loaders)
         self.strategy.check_module(model)
-        launcher = choose_launcher(self.strategy, self.max_restarts)
+        launcher = self.strategy.launcher(self.max_restarts)
         if launcher is None:
             return self._run_stage(stage, model, datamodule, ckpt_path, loaders)
         model.trainer = None

@@ -58,12 +58,13 @@ def check_picklable(items: dict[str, Any]) -> None:
 
 class SpawnLauncher:
     """Runs ``fn(strategy, *args)`` on every local rank, each a process started by
-    torch.multiprocessing with the strategy's start method ('spawn' or 'fork'), and returns what
-    it returned on global rank 0. ``strategy`` in each rank is the launcher's, placed in that
-    rank (``Strategy.in_rank``). A failing rank raises here, in the caller."""
+    torch.multiprocessing with ``start_method`` ('spawn' or 'fork'), and returns what it returned
+    on global rank 0. ``strategy`` in each rank is the launcher's, placed in that rank
+    (``Strategy.in_rank``). A failing rank raises here, in the caller."""
 
-    def __init__(self, strategy: Any) -> None:
+    def __init__(self, strategy: Any, start_method: str) -> None:
         self.strategy = strategy
+        self.start_method = start_method
 
     def launch(self, fn: Callable[..., Any], *args: Any) -> Any:
         import torch
@@ -77,7 +78,7 @@ class SpawnLauncher:
                 _run_rank,
                 args=(strategy, fn, args, find_free_port(), result_path),
                 nprocs=strategy.selection.count,
-                start_method=strategy.start_method,
+                start_method=self.start_method,
             )
             return torch.load(result_path, weights_only=False)
         finally:

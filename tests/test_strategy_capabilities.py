@@ -1,0 +1,138 @@
+"""What a strategy can do is an attribute of the strategy, and each strategy chooses the launcher
+of its ranks: checked in-process, without starting any rank."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+from types import SimpleNamespace
+
+import pytest
+
+from trainkit.callbacks import StochasticWeightAveraging
+from trainkit.devices import DeviceSelection
+from trainkit.distributed.env import ClusterEnvironment
+from trainkit.distributed.launchers.reexec import ReexecLauncher
+from trainkit.distributed.launchers.spawn import SpawnLauncher
+from trainkit.errors import ConfigError, MisconfigurationError
+from trainkit.scaling import BatchLoading
+from trainkit.strategies import (
+    ALIASES,
+    STRATEGIES,
+    DDPSpawnStrategy,
+    DDPStrategy,
+    ParallelStrategy,
+    Placement,
+    select_strategy,
+)
+
+TWO_CPUS = DeviceSelection("cpu", (0, 1))
+ONE_CPU = DeviceSelection("cpu", (0,))
+
+
+def placed(
+    strategy: str, selection: DeviceSelection = TWO_CPUS, cluster: ClusterEnvironment | None = None
+):
+    environment = cluster or ClusterEnvironment("none")
+    return select_strategy(strategy, Placement(selection, 1, environment))
+
+
+@pytest.mark.parametrize(
+    ("name", "shards", "loading", "per_device"),
+    [
+        ("ddp", False, BatchLoading.PER_DEVICE, True),
+        ("ddp_spawn", False, BatchLoading.PER_DEVICE, True),
+        ("fsdp", True, BatchLoading.PER_DEVICE, True),
+        ("ddp_sharded", True, BatchLoading.PER_DEVICE, True),
+        ("sharded", True, BatchLoading.PER_DEVICE, True),
+        ("deepspeed", True, BatchLoading.PER_DEVICE, True),
+        ("pipeline", False, BatchLoading.SHARED, True),
+        ("ddp2", False, BatchLoading.PER_NODE, False),
+        ("dp", False, BatchLoading.PER_NODE, False),
+        ("single", False, BatchLoading.PER_DEVICE, False),
+    ],
+)
+def test_each_strategy_states_its_capabilities(name, shards, loading, per_device):
+    kind = STRATEGIES[name]
+    assert kind.shards_state is shards
+    assert kind.batch_loading is loading
+    assert kind.process_per_device is per_device
+
+
+def test_every_multi_process_strategy_owns_its_ranks_through_parallel_strategy():
+    for name in ("ddp", "ddp_spawn", "fsdp", "ddp_sharded", "deepspeed", "pipeline", "ddp2"):
+        assert issubclass(STRATEGIES[name], ParallelStrategy), name
+    # DDP only where the strategy is DDP
+    for name in ("fsdp", "ddp_sharded", "deepspeed", "pipeline", "ddp2"):
+        assert not issubclass(STRATEGIES[name], DDPStrategy), name
+
+
+def test_swa_refuses_the_sharded_strategy_by_capability_not_by_name():
+    """The name check missed 'ddp_sharded' (the strategy's real name): the capability cannot."""
+    for name in ("ddp_sharded", "sharded", "fsdp"):
+        trainer = SimpleNamespace(strategy=STRATEGIES[name]())
+        with pytest.raises(MisconfigurationError, match="does not support the"):
+            StochasticWeightAveraging(swa_lrs=0.1).setup(trainer, None, "fit")
+
+
+def test_no_trainkit_module_decides_by_a_strategy_name():
+    """``strategy.name`` is for people; code compares capabilities."""
+    offenders = []
+    for path in pathlib.Path("trainkit").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Compare):
+                continue
+            left = node.left
+            if (
+                isinstance(left, ast.Attribute)
+                and left.attr == "name"
+                and "strategy" in ast.unparse(left.value)
+            ):
+                offenders.append(f"{path}:{node.lineno}: {ast.unparse(node)}")
+    assert offenders == []
+
+
+def test_one_process_needs_no_launcher():
+    assert placed("single", ONE_CPU).launcher() is None
+    assert placed("dp").launcher() is None  # one process drives both devices
+    assert placed("ddp", ONE_CPU).launcher() is None
+
+
+def test_several_ranks_are_re_executed_or_spawned_as_the_strategy_says():
+    ddp = placed("ddp")
+    launcher = ddp.launcher()
+    assert isinstance(launcher, ReexecLauncher)
+    spawn = placed("ddp_spawn")
+    launcher = spawn.launcher()
+    assert isinstance(launcher, SpawnLauncher)
+    assert launcher.strategy is spawn
+    assert launcher.start_method == spawn.start_method
+
+
+def test_an_external_launcher_started_the_ranks_already():
+    torchrun = ClusterEnvironment("torchrun", world_size=2, local_world_size=2)
+    for name in ("ddp", "ddp_spawn", "fsdp", "ddp2"):
+        assert placed(name, cluster=torchrun).launcher(max_restarts=3) is None
+
+
+def test_restarts_need_the_re_executing_launcher():
+    assert isinstance(placed("single", ONE_CPU).launcher(max_restarts=2), ReexecLauncher)
+    with pytest.raises(ConfigError, match=r"trainer\.max_restarts 2"):
+        placed("ddp_spawn").launcher(max_restarts=2)
+
+
+def test_an_interactive_session_forks_a_ddp_spawn_twin_with_the_same_settings(monkeypatch):
+    from trainkit.distributed.launchers import reexec
+
+    monkeypatch.setattr(reexec, "can_reexecute", lambda: False)
+    ddp = select_strategy(
+        ALIASES["ddp_find_unused_parameters_true"](),
+        Placement(TWO_CPUS, 1, ClusterEnvironment("none")),
+    )
+    launcher = ddp.launcher()
+    assert isinstance(launcher, SpawnLauncher)
+    assert isinstance(launcher.strategy, DDPSpawnStrategy)
+    assert launcher.start_method == "fork"
+    assert launcher.strategy.options == ddp.options
+    with pytest.raises(ConfigError, match="max_restarts"):
+        ddp.launcher(max_restarts=1)

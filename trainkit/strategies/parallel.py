@@ -1,0 +1,229 @@
+"""ParallelStrategy: the ranks of a job, the process group joining them, their collectives, and
+the launcher that starts them. Every strategy over several processes derives from it; each adds
+only how it places and wraps the model."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from trainkit.distributed.comm import all_reduce
+from trainkit.distributed.launchers import Launcher
+from trainkit.distributed.rendezvous import rendezvous_store
+from trainkit.errors import ConfigError
+from trainkit.strategies.base import Placement, Strategy
+
+BACKEND_ENV = "TRAINKIT_DISTRIBUTED_BACKEND"
+BACKENDS = ("gloo", "nccl", "mpi", "ucc")
+TIMEOUT_ENV = "TRAINKIT_COLLECTIVE_TIMEOUT"
+
+
+def resolve_backend(accelerator: str, requested: str | None = None) -> str:
+    """nccl on GPU, gloo on CPU, unless ``requested`` or $TRAINKIT_DISTRIBUTED_BACKEND says."""
+    source = "process_group_backend"
+    if requested is None and os.environ.get(BACKEND_ENV):
+        requested, source = os.environ[BACKEND_ENV], BACKEND_ENV
+    if requested is None:
+        return "nccl" if accelerator == "gpu" else "gloo"
+    backend = requested.strip().lower()
+    if backend not in BACKENDS:
+        raise ConfigError(
+            source, requested, f"one of {', '.join(BACKENDS)}", "unset it for the default"
+        )
+    if backend == "nccl" and accelerator != "gpu":
+        raise ConfigError(source, requested, "gloo on CPU", "nccl needs GPUs; use gloo")
+    return backend
+
+
+def collective_timeout(timeout: float | None) -> float | None:
+    """Seconds a collective may wait: ``timeout``, else $TRAINKIT_COLLECTIVE_TIMEOUT, else None
+    (torch's default)."""
+    source, value = "strategy timeout", timeout
+    if value is None and os.environ.get(TIMEOUT_ENV):
+        source, value = TIMEOUT_ENV, os.environ[TIMEOUT_ENV]
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not 0 < seconds < 10**9:
+        raise ConfigError(source, value, "seconds > 0", "e.g. 600 for ten minutes")
+    return seconds
+
+
+def destroy_process_group() -> None:
+    """Leave the process group, if this process joined one."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def average_gradients(params: list[torch.Tensor]) -> None:
+    """All-reduce every gradient in one flat buffer and divide by the world size."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    flat = torch.cat([grad.reshape(-1) for grad in grads])
+    dist.all_reduce(flat)
+    flat /= dist.get_world_size()
+    for grad, synced in zip(grads, flat.split([grad.numel() for grad in grads])):
+        grad.copy_(synced.view_as(grad))
+
+
+class ParallelStrategy(Strategy):
+    """Several processes (or, for ``dp``, several devices in one): this class owns the ranks
+    (from the launching environment), the process group when ``is_distributed``, the
+    collectives over it, the distributed sampler's arguments, and the launcher of the ranks.
+
+    ``process_per_device`` says whether each device gets its own rank (the ddp family) or one
+    process drives the devices of its node (``ddp2``, ``dp``)."""
+
+    process_per_device = True
+    is_distributed = True
+
+    def __init__(self, process_group_backend: str | None = None, timeout: float | None = None):
+        """
+        Args:
+            process_group_backend: Override the backend (gloo on CPU, nccl on GPU).
+            timeout: Seconds a collective waits for a late rank before the job fails (default
+                $TRAINKIT_COLLECTIVE_TIMEOUT, else torch's 30 minutes).
+        """
+        super().__init__()
+        self.process_group_backend = process_group_backend
+        self.timeout = timeout
+
+    def connect(self, placement: Placement) -> None:
+        super().connect(placement)
+        if self.is_distributed:  # a bad backend or timeout fails before any rank starts
+            resolve_backend(placement.selection.accelerator, self.process_group_backend)
+            collective_timeout(self.timeout)
+
+    # ---- ranks ----------------------------------------------------------------------------------
+    @property
+    def processes_per_node(self) -> int:
+        return self.selection.count if self.process_per_device else 1
+
+    @property
+    def world_size(self) -> int:
+        if self.cluster.external:
+            return self.cluster.world_size
+        return self.processes_per_node * self.num_nodes
+
+    @property
+    def global_rank(self) -> int:
+        return self.cluster.global_rank
+
+    @property
+    def local_rank(self) -> int:
+        return self.cluster.local_rank
+
+    @property
+    def node_rank(self) -> int:
+        return self.cluster.node_rank
+
+    def launcher(self, max_restarts: int = 0) -> Launcher | None:
+        """None under an external launcher (torchrun, SLURM, MPI start the ranks and restart
+        them) or for a world of one; else the launcher that starts this node's ranks."""
+        if self.cluster.external:
+            return None
+        if self.world_size <= 1:
+            return super().launcher(max_restarts)
+        return self.rank_launcher(max_restarts)
+
+    def rank_launcher(self, max_restarts: int) -> Launcher:
+        """Re-run the command once per local rank (a script or the trainkit command); in an
+        interactive session, which cannot be re-run, fork the ranks from this process."""
+        from trainkit.distributed.launchers.reexec import ReexecLauncher, can_reexecute
+        from trainkit.distributed.launchers.spawn import SpawnLauncher
+
+        if can_reexecute():
+            return ReexecLauncher(self, max_restarts)
+        if max_restarts:
+            raise ConfigError(
+                "trainer.max_restarts",
+                max_restarts,
+                f"0 with strategy {self.name} here (restarts re-run the command per rank)",
+                "run it from a script file or the trainkit command",
+            )
+        twin = self.forked_twin()
+        print(
+            "trainkit: this Python session cannot be re-run per rank (interactive); starting the "
+            f"{twin.world_size} ranks as forked processes ({twin.name}, start method fork)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return SpawnLauncher(twin, "fork")
+
+    def forked_twin(self) -> ParallelStrategy:
+        """The strategy that ranks forked from an interactive session run (default: this one)."""
+        return self
+
+    # ---- the process group ----------------------------------------------------------------------
+    @property
+    def backend(self) -> str:
+        return resolve_backend(self.selection.accelerator, self.process_group_backend)
+
+    def setup_environment(self) -> None:
+        super().setup_environment()
+        if not self.is_distributed or dist.is_initialized():
+            return
+        self.init_process_group()
+        atexit.register(destroy_process_group)  # gloo threads left running abort the interpreter
+
+    def init_process_group(self) -> None:
+        """Join the process group (override for a custom rendezvous)."""
+        os.environ.setdefault("MASTER_ADDR", self.cluster.main_address)
+        os.environ.setdefault("MASTER_PORT", str(self.cluster.main_port))
+        seconds = collective_timeout(self.timeout)
+        with rendezvous_store(self.cluster, seconds) as store:  # SLURM/MPI: per job step
+            dist.init_process_group(
+                self.backend,
+                store=store,
+                rank=self.global_rank,
+                world_size=self.world_size,
+                timeout=timedelta(seconds=seconds) if seconds is not None else None,
+            )
+
+    def teardown(self) -> None:
+        if self.is_distributed:
+            destroy_process_group()
+
+    def distributed_sampler_kwargs(self) -> dict[str, int] | None:
+        if not self.is_distributed:
+            return None
+        return {"num_replicas": self.world_size, "rank": self.global_rank}
+
+    # ---- collectives (one process without a group: as Strategy) ---------------------------------
+    def reduce(self, tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
+        return all_reduce(tensor, op) if self.is_distributed else tensor
+
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        if not self.is_distributed:
+            return super().all_gather(tensor)
+        gathered = [torch.zeros_like(tensor) for _ in range(self.world_size)]
+        dist.all_gather(gathered, tensor.contiguous())
+        return torch.stack(gathered)
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        if not self.is_distributed:
+            return super().all_gather_object(obj)
+        gathered: list[Any] = [None] * self.world_size
+        dist.all_gather_object(gathered, obj)
+        return gathered
+
+    def broadcast(self, obj: Any, src: int = 0) -> Any:
+        if not self.is_distributed:
+            return obj
+        holder = [obj]
+        dist.broadcast_object_list(holder, src=src)
+        return holder[0]
+
+    def barrier(self) -> None:
+        if dist.is_initialized():
+            dist.barrier()
