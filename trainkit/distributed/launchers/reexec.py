@@ -16,9 +16,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from trainkit.distributed.env import node_placement
 from trainkit.distributed.error_file import (
@@ -142,7 +143,9 @@ class ReexecLauncher:
         self.strategy = strategy
         self.max_restarts = max_restarts
 
-    def launch(self, fn: Any = None, *args: Any) -> Any:
+    def launch(self, fn: Callable[..., Any] | None = None, *args: Any) -> NoReturn:
+        """Never returns: this process only watches the ranks it starts and ends with the
+        job's exit code; ``fn`` runs in the re-executed ranks when they reach the same call."""
         raise SystemExit(launch_ranks(self.strategy, self.max_restarts))
 
 
