@@ -4,6 +4,7 @@ checkpointer with fake containers."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
@@ -22,12 +23,12 @@ from trainkit.checkpoint import state as checkpoint_state
 from trainkit.checkpoint.io import save_checkpoint
 from trainkit.distributed.rank_board import RankBoard
 from trainkit.errors import ConfigError, MisconfigurationError
-from trainkit.loops.fit import FitLoop, extract_loss, val_every_n_batches
+from trainkit.loops.fit import FitLoop, val_every_n_batches
 from trainkit.loops.hooks import HookDispatcher
 from trainkit.loops.metric_hub import MetricHub
-from trainkit.loops.optimizer_step import OptimizerStep
 from trainkit.loops.preemption import Preemption, run_watching_stop_signals
 from trainkit.loops.state import LoopLimits, LoopPosition, ResumePoint, RunState
+from trainkit.loops.training_step import TrainingStep, extract_loss
 from trainkit.module import TrainModule
 from trainkit.profiler import build_profiler
 from trainkit.seed import collect_rng_states
@@ -106,7 +107,7 @@ def make_state(
     state.wrapped = strategy.setup_module(model)
     state.optimizers = [model.configure_optimizers()]
     state.train_loader = make_loader(samples, batch_size)
-    state.stepper = OptimizerStep(state)
+    state.stepper = TrainingStep(state)
     return state
 
 
@@ -645,3 +646,54 @@ def test_a_preempted_fit_is_done():
     assert not state.fit_done
     state.stop.preempted = "SIGUSR1"
     assert state.fit_done
+
+
+class SyncRecorder(Strategy):
+    """A one-process strategy that says it has a process group, to watch the sync context."""
+
+    is_distributed = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sync_on = True
+
+    @contextlib.contextmanager
+    def _held(self):
+        self.sync_on = False
+        try:
+            yield
+        finally:
+            self.sync_on = True
+
+    def no_backward_sync(self, wrapped: nn.Module) -> contextlib.AbstractContextManager:
+        return self._held()
+
+
+def test_a_training_step_that_raises_leaves_gradient_sync_on():
+    """Accumulating under a process group holds the all-reduce back; an error inside the step
+    must not leave it held for the steps after it (e.g. a caught OOM retried smaller)."""
+    state = make_state(accumulate_grad_batches=2)
+    recorder = SyncRecorder()
+    recorder.connect(Placement())
+    state.strategy = recorder
+    state.stepper = TrainingStep(state)
+
+    def failing_step(batch, batch_idx):
+        assert recorder.sync_on is False  # held: not the accumulation boundary
+        raise RuntimeError("out of memory")
+
+    state.stepper.forward = failing_step
+    batch = next(iter(state.train_loader))
+    with pytest.raises(RuntimeError, match="out of memory"):
+        state.stepper.run(batch, 0, boundary=False)
+    assert recorder.sync_on is True
+
+
+def test_the_boundary_batch_steps_the_optimizer_with_sync_as_usual():
+    state = make_state(accumulate_grad_batches=2)
+    before = weights(state.module)
+    batches = iter(state.train_loader)
+    state.stepper.run(next(batches), 0, boundary=False)
+    assert_same(weights(state.module), before)  # gradients accumulate, nothing stepped
+    state.stepper.run(next(batches), 1, boundary=True)
+    assert weights(state.module)["layer.weight"].ne(before["layer.weight"]).any()

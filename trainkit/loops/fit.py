@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import torch
-
 from trainkit.callbacks.base import overrides
 from trainkit.checkpoint import state as checkpoint_state
 from trainkit.data import limited_batches, set_sampler_epoch
@@ -17,20 +15,8 @@ from trainkit.loops.evaluation import EvalLoop
 from trainkit.loops.iterate import batch_transfer, start_iterating
 from trainkit.loops.state import RunState
 from trainkit.metrics import MetricStore, to_float
-from trainkit.module import TrainModule, without_batch_idx
+from trainkit.module import TrainModule
 from trainkit.seed import collect_rng_states
-
-
-def extract_loss(output: Any) -> torch.Tensor | None:
-    """The loss from what training_step returned: a tensor, a dict with ``loss``, or None."""
-    if output is None or isinstance(output, torch.Tensor):
-        return output
-    if isinstance(output, dict) and "loss" in output:
-        return output["loss"]
-    raise TypeError(
-        f"training_step returned {type(output).__name__}; expected a loss tensor, a dict with "
-        "'loss', or None to skip the batch"
-    )
 
 
 def val_every_n_batches(state: RunState) -> int:
@@ -145,22 +131,12 @@ class FitLoop:
         state = self.state
         position = state.position
         module = state.module
-        wrapped = state.wrapped
-        strategy = state.strategy
-        precision = state.precision
-        step_fn = state.profiler.wrap("training_step", strategy.training_step_fn(wrapped, module))
-        step_fn = without_batch_idx(module, "training_step", step_fn)
-        to_device = batch_transfer(strategy, module)
+        to_device = batch_transfer(state.strategy, module)
         start_hooks = state.hooks.bound("on_train_batch_start")
         end_hooks = state.hooks.bound("on_train_batch_end")
-        step_end = (
-            module.training_step_end
-            if overrides(module, TrainModule, "training_step_end")
-            else strategy.default_step_end()
-        )
         automatic = module.automatic_optimization
-        optimizer_step = state.stepper.step
-        backward = state.stepper.backward
+        training_step = state.stepper.run
+        manual_step = state.stepper.forward  # the module steps its own optimizers
         accumulate = state.limits.accumulate_grad_batches
         total = position.epoch_batches
         val_every = val_every_n_batches(state)
@@ -169,8 +145,6 @@ class FitLoop:
         log_every = state.limits.log_every_n_steps if state.loggers else 0
         log_step = state.metrics.log_step
         max_steps = state.limits.max_steps
-        mixed = precision.is_mixed
-        distributed = strategy.is_distributed and accumulate > 1
         preemption = state.preemption
         stop = state.stop
         mark = state.board.mark
@@ -198,32 +172,11 @@ class FitLoop:
                 break
             if automatic:
                 boundary = (batch_idx + 1) % accumulate == 0 or batch_idx + 1 == total
-                sync = strategy.no_backward_sync(wrapped) if distributed and not boundary else None
-                if sync is not None:
-                    sync.__enter__()
-                if mixed:
-                    with precision.autocast():
-                        output = step_fn(batch, batch_idx)
-                else:
-                    output = step_fn(batch, batch_idx)
-                if step_end is not None:
-                    output = step_end(output)
-                loss = extract_loss(output)
-                if loss is not None:
-                    backward(loss / accumulate if accumulate > 1 else loss)
-                if sync is not None:
-                    sync.__exit__(None, None, None)
-                if boundary:
-                    optimizer_step()
-                    position.global_step += 1
-                    if log_every and position.global_step % log_every == 0:
-                        log_step(store)
+                output = training_step(batch, batch_idx, boundary)
             else:
-                if mixed:
-                    with precision.autocast():
-                        output = step_fn(batch, batch_idx)
-                else:
-                    output = step_fn(batch, batch_idx)
+                boundary = True
+                output = manual_step(batch, batch_idx)
+            if boundary:
                 position.global_step += 1
                 if log_every and position.global_step % log_every == 0:
                     log_step(store)

@@ -1,5 +1,7 @@
-"""The run state: one object the Trainer builds and hands to the loops, the optimizer step,
-checkpoint dump/restore, preemption and the launchers. A leaf: it imports nothing of trainkit.
+"""The run state: one object the Trainer builds and hands to the loops, the training step,
+checkpoint dump/restore, preemption and the launchers. A leaf at run time: it imports trainkit's
+classes only for their types, and the parts that themselves receive a RunState (the hook
+dispatcher, the metric hub, the training step, preemption) are typed by the Protocols below.
 
 Its parts are small dataclasses: where the run is (``LoopPosition``, with its own
 ``state_dict``), the limits it runs under (``LoopLimits``, frozen), why it stops or resumes
@@ -9,8 +11,69 @@ Its parts are small dataclasses: where the run is (``LoopPosition``, with its ow
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from trainkit.callbacks.base import Callback
+    from trainkit.checkpoint.checkpoint_io import CheckpointIO
+    from trainkit.datamodule import DataModule
+    from trainkit.distributed.rank_board import RankBoard
+    from trainkit.loggers.base import Logger
+    from trainkit.metrics import MetricStore
+    from trainkit.module import TrainModule
+    from trainkit.optim import SchedulerConfig
+    from trainkit.profiler import PassThroughProfiler
+    from trainkit.strategies.base import Strategy
+    from trainkit.strategies.precision import Precision
+
+
+class Hooks(Protocol):
+    """Calls the module's and the callbacks' hooks (loops/hooks.py's HookDispatcher)."""
+
+    def bound(self, name: str) -> list[Callable[..., Any]]: ...
+    def call(self, name: str, *args: Any) -> None: ...
+    def call_callbacks(self, name: str, *args: Any, only: list[Any] | None = None) -> None: ...
+
+
+class Metrics(Protocol):
+    """Where ``self.log`` records and what the loggers and callbacks read (the MetricHub)."""
+
+    active: MetricStore | None
+    train_store: MetricStore | None
+    epoch_metrics: dict[str, torch.Tensor]
+
+    @property
+    def callback_metrics(self) -> dict[str, torch.Tensor]: ...
+    @property
+    def progress_bar_metrics(self) -> dict[str, Any]: ...
+    def reset(self) -> None: ...
+    def new_store(self, stage: str) -> MetricStore: ...
+    def new_train_store(self) -> MetricStore: ...
+    def record_eval(self, store: MetricStore, results: list[dict[str, torch.Tensor]]) -> None: ...
+    def log_step(self, store: MetricStore) -> None: ...
+    def reduce_train_epoch(self, store: MetricStore) -> None: ...
+    def log_to_loggers(self, metrics: dict[str, float], step: int | None = None) -> None: ...
+
+
+class Stepper(Protocol):
+    """One training batch: forward, backward, optimizer step (loops/training_step.py)."""
+
+    forward: Callable[[Any, int], Any]
+
+    def run(self, batch: Any, batch_idx: int, boundary: bool) -> Any: ...
+    def backward(self, loss: torch.Tensor) -> None: ...
+
+
+class StopWatch(Protocol):
+    """Watches for stop signals during a fit (loops/preemption.py's Preemption)."""
+
+    def should_stop(self, can_stop: bool) -> bool: ...
+    def save_and_stop(self) -> None: ...
 
 
 @dataclass
@@ -92,7 +155,7 @@ class ResumePoint:
     """What a resumed fit restores once its loop starts: RNG states of every rank (at the
     checkpoint and at its epoch's start), the partial epoch's metrics, the batches to skip."""
 
-    rng: list[Any]
+    rng: list[Any]  # each rank's RNG states (seed.collect_rng_states)
     epoch_rng: list[Any]
     epoch_metrics: list[Any] | None = None
     skip: int = 0
@@ -113,37 +176,38 @@ class RunState:
     """Everything a stage's loops read and write, owned by the Trainer and passed down."""
 
     limits: LoopLimits
-    strategy: Any
-    precision: Any  # the Precision plugin
-    hooks: Any  # the HookDispatcher
-    metrics: Any  # the MetricHub
-    profiler: Any
-    board: Any  # this rank's RankBoard
-    callbacks: list[Any] = field(default_factory=list)
-    loggers: list[Any] = field(default_factory=list)
+    strategy: Strategy
+    precision: Precision
+    hooks: Hooks
+    metrics: Metrics
+    profiler: PassThroughProfiler
+    board: RankBoard  # this rank's
+    callbacks: list[Callback] = field(default_factory=list)
+    loggers: list[Logger] = field(default_factory=list)
     position: LoopPosition = field(default_factory=LoopPosition)
     stop: StopState = field(default_factory=StopState)
     stage: str | None = None
-    module: Any = None
-    wrapped: Any = None  # what the training step runs through (DDP, FSDP, an engine...)
-    datamodule: Any = None
-    optimizers: list[Any] = field(default_factory=list)
-    lr_scheduler_configs: list[Any] = field(default_factory=list)
-    train_loader: Any = None
+    module: TrainModule | None = None
+    wrapped: nn.Module | None = None  # what the training step runs through (DDP, FSDP, ...)
+    datamodule: DataModule | None = None
+    optimizers: list[torch.optim.Optimizer] = field(default_factory=list)
+    lr_scheduler_configs: list[SchedulerConfig] = field(default_factory=list)
+    train_loader: Any = None  # the user's loader (any iterable), prepared by the strategy
     val_loaders: list[Any] = field(default_factory=list)
     num_eval_batches: int = 0
     sanity_checking: bool = False
     epoch_start_rng: Any = None  # RNG states when the current epoch began (for exact resume)
-    stepper: Any = None  # the OptimizerStep of the current fit
-    preemption: Any = None  # the Preemption watching the current fit
-    checkpoint_io: Any = None  # the CheckpointIO writing checkpoints (None: atomic torch.save)
+    stepper: Stepper | None = None  # the TrainingStep of the current fit
+    preemption: StopWatch | None = None  # the Preemption watching the current fit
+    checkpoint_io: CheckpointIO | None = None  # None: an atomic torch.save
     default_root_dir: str = "."
     log_dir: str | None = None  # the run's version_N folder, once agreed by every rank
     cli_config: str | None = None  # the resolved config a CLI run records in checkpoints
     model_callbacks_added: bool = False
     inference_mode: bool = True  # evaluation under torch.inference_mode (else no_grad)
     compile_options: Any = None  # torch.compile's arguments, or a user's compiler (None: off)
-    reload_loaders: Any = None  # () -> (train loader, val loaders), for reloading each N epochs
+    # () -> (train loaders, val loaders), for reloading every N epochs
+    reload_loaders: Callable[[], tuple[list[Any], list[Any]]] | None = None
 
     @property
     def fit_done(self) -> bool:

@@ -13,8 +13,8 @@ from trainkit.errors import MisconfigurationError
 from trainkit.loggers.base import next_version
 from trainkit.loops.hooks import HookDispatcher
 from trainkit.loops.metric_hub import MetricHub
-from trainkit.loops.optimizer_step import OptimizerStep
 from trainkit.loops.state import LoopLimits, RunState
+from trainkit.loops.training_step import TrainingStep
 from trainkit.module import defines_optimizers
 from trainkit.optim import parse_optimizers
 from trainkit.trainer.arguments import sort_callbacks
@@ -206,4 +206,4 @@ def setup_fit(state: RunState, train: list[Any], val: list[Any]) -> None:
     state.train_loader = train[0]
     state.val_loaders = val if state.limits.limit_val_batches != 0 else []
     setup_model_and_optimizers(state)
-    state.stepper = OptimizerStep(state)
+    state.stepper = TrainingStep(state)

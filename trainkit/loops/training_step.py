@@ -1,8 +1,11 @@
-"""One training step's backward and optimizer step under automatic optimization: the hooks,
-precision scaling, the strategy's own backward/step, gradient clipping and per-step schedulers."""
+"""One training batch, top-down: the forward under autocast, the loss, the backward with the
+gradient sync held back until the accumulation boundary, then at the boundary the optimizer
+step (sync, unscale, clip, step, zero the gradients, per-step schedulers)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -10,21 +13,53 @@ import torch
 from trainkit.callbacks.base import overrides
 from trainkit.distributed import rank_board
 from trainkit.loops.state import RunState
-from trainkit.module import TrainModule
+from trainkit.module import TrainModule, without_batch_idx
+
+SYNC_AS_USUAL = contextlib.nullcontext()
 
 
-class OptimizerStep:
+def extract_loss(output: Any) -> torch.Tensor | None:
+    """The loss from what training_step returned: a tensor, a dict with ``loss``, or None."""
+    if output is None or isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, dict) and "loss" in output:
+        return output["loss"]
+    raise TypeError(
+        f"training_step returned {type(output).__name__}; expected a loss tensor, a dict with "
+        "'loss', or None to skip the batch"
+    )
+
+
+class TrainingStep:
     """Built once per fit, after the optimizers: everything a step needs, looked up once."""
 
     def __init__(self, state: RunState) -> None:
         self.state = state
+        module, strategy, wrapped = state.module, state.strategy, state.wrapped
+        step_fn = state.profiler.wrap("training_step", strategy.training_step_fn(wrapped, module))
+        self._step_fn = without_batch_idx(module, "training_step", step_fn)
+        self._step_end = (
+            module.training_step_end
+            if overrides(module, TrainModule, "training_step_end")
+            else strategy.default_step_end()
+        )
+        self._autocast = state.precision.autocast
+        # the module's training_step, under autocast for mixed precision (a manually optimized
+        # module runs its own backward and steps inside it)
+        self.forward: Callable[[Any, int], Any] = (
+            self._forward_autocast if state.precision.is_mixed else self._step_fn
+        )
+        self._accumulate = state.limits.accumulate_grad_batches
+        # accumulating under a process group: no gradient all-reduce until the boundary
+        self._holds_sync = strategy.is_distributed and self._accumulate > 1
+        self._no_sync = strategy.no_backward_sync
+        self._wrapped = wrapped
         hooks = state.hooks
         self._before_backward = hooks.bound("on_before_backward")
         self._after_backward = hooks.bound("on_after_backward")
         self._before_optimizer_step = hooks.bound("on_before_optimizer_step")
         self._before_zero_grad = hooks.bound("on_before_zero_grad")
         self._step_schedulers = [c for c in state.lr_scheduler_configs if c.interval == "step"]
-        module = state.module
         clip_value = state.limits.gradient_clip_val
         # the module's configure_gradient_clipping (by default clip_gradients with the Trainer's
         # settings) runs when the Trainer clips or the module overrides it
@@ -33,24 +68,44 @@ class OptimizerStep:
         )
         self._clip_fn = module.configure_gradient_clipping
         self._scheduler_step = module.lr_scheduler_step
-        self._params = [p for p in state.module.parameters() if p.requires_grad]
-        strategy = state.strategy
+        self._params = [p for p in module.parameters() if p.requires_grad]
         self._sync_gradients = strategy.gradient_sync_fn()
         self._set_to_none = strategy.zero_grad_set_to_none
         self._strategy_backward = strategy.backward_fn()
-        manual = not state.module.automatic_optimization
-        self._manual_sync = strategy.manual_gradient_sync_fn(state.wrapped, state.module)
+        manual = not module.automatic_optimization
+        self._manual_sync = strategy.manual_gradient_sync_fn(wrapped, module)
         # the module's own versions of the steps, only where it overrides them
         self._user_backward = overridden(module, "backward")
         self._user_step = overridden(module, "optimizer_step")
         self._user_zero_grad = overridden(module, "optimizer_zero_grad")
         self._loss: torch.Tensor | None = None
         self._plain_backward = self._user_backward is None and self._user_step is None
-        self._all_params = list(state.module.parameters()) if manual else []
+        self._all_params = list(module.parameters()) if manual else []
         self._strategy_step = strategy.optimizer_step_fn()
         self._mark = state.board.mark
 
+    def run(self, batch: Any, batch_idx: int, boundary: bool) -> Any:
+        """One batch under automatic optimization; ``boundary``: the last batch of an
+        accumulation window, after which the optimizer steps. Returns the step's output."""
+        holding = self._holds_sync and not boundary
+        with self._no_sync(self._wrapped) if holding else SYNC_AS_USUAL:
+            output = self.forward(batch, batch_idx)
+            if self._step_end is not None:
+                output = self._step_end(output)
+            loss = extract_loss(output)
+            if loss is not None:
+                self.backward(loss / self._accumulate if self._accumulate > 1 else loss)
+        if boundary:
+            self.optimizer_step()
+        return output
+
+    def _forward_autocast(self, batch: Any, batch_idx: int) -> Any:
+        with self._autocast():
+            return self._step_fn(batch, batch_idx)
+
     def backward(self, loss: torch.Tensor) -> None:
+        """Backward through the hooks, the precision's loss scale and the strategy (also
+        ``manual_backward``'s)."""
         self._mark(rank_board.BACKWARD)
         for hook in self._before_backward:
             hook(loss)
@@ -65,7 +120,7 @@ class OptimizerStep:
         for hook in self._after_backward:
             hook()
 
-    def step(self) -> None:
+    def optimizer_step(self) -> None:
         """Sync, unscale, clip, step and zero the (single) optimizer; step per-step schedulers."""
         self._mark(rank_board.OPTIMIZER_STEP)
         state = self.state
