@@ -98,7 +98,15 @@ def test_one_process_needs_no_launcher():
     assert placed("ddp", ONE_CPU).launcher() is None
 
 
-def test_several_ranks_are_re_executed_or_spawned_as_the_strategy_says():
+@pytest.fixture
+def reexecutable(monkeypatch):
+    """A script or the trainkit command (a pytest worker's command line cannot be re-run)."""
+    from trainkit.distributed.launchers import reexec
+
+    monkeypatch.setattr(reexec, "can_reexecute", lambda: True)
+
+
+def test_several_ranks_are_re_executed_or_spawned_as_the_strategy_says(reexecutable):
     ddp = placed("ddp")
     launcher = ddp.launcher()
     assert isinstance(launcher, ReexecLauncher)
@@ -115,7 +123,7 @@ def test_an_external_launcher_started_the_ranks_already():
         assert placed(name, cluster=torchrun).launcher(max_restarts=3) is None
 
 
-def test_restarts_need_the_re_executing_launcher():
+def test_restarts_need_the_re_executing_launcher(reexecutable):
     assert isinstance(placed("single", ONE_CPU).launcher(max_restarts=2), ReexecLauncher)
     with pytest.raises(ConfigError, match=r"trainer\.max_restarts 2"):
         placed("ddp_spawn").launcher(max_restarts=2)

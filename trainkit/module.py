@@ -3,77 +3,19 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from trainkit.gradients import ParameterToggle, clip_gradients
 from trainkit.hparams import AttributeDict, collect_init_args, select_hparams
-from trainkit.module_members import (
-    ModeHooks,
-    OptimizationHooks,
-    OptimizationMembers,
-    TransferHooks,
-)
+from trainkit.module_hooks import HooksMixin
 
 
-class HooksMixin:
-    """Hooks shared by TrainModule and callbacks' module-side counterparts; all no-ops."""
-
-    def setup(self, stage: str) -> None:
-        """Called on every rank at the start of fit/validate/test/predict."""
-
-    def teardown(self, stage: str) -> None:
-        """Called on every rank at the end of fit/validate/test/predict."""
-
-    def on_fit_start(self) -> None: ...
-    def on_fit_end(self) -> None: ...
-    def on_train_start(self) -> None: ...
-    def on_train_end(self) -> None: ...
-    def on_train_epoch_start(self) -> None: ...
-    def on_train_epoch_end(self) -> None: ...
-    def on_train_batch_start(self, batch: Any, batch_idx: int) -> Any: ...
-    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None: ...
-    def on_validation_start(self) -> None: ...
-    def on_validation_end(self) -> None: ...
-    def on_validation_epoch_start(self) -> None: ...
-    def on_validation_epoch_end(self) -> None: ...
-    def on_validation_batch_start(
-        self, batch: Any, batch_idx: int, dataloader_idx: int = 0
-    ) -> None: ...
-    def on_validation_batch_end(
-        self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
-    ) -> None: ...
-    def on_test_start(self) -> None: ...
-    def on_test_end(self) -> None: ...
-    def on_test_epoch_start(self) -> None: ...
-    def on_test_epoch_end(self) -> None: ...
-    def on_test_batch_start(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
-    def on_test_batch_end(
-        self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
-    ) -> None: ...
-    def on_predict_start(self) -> None: ...
-    def on_predict_end(self) -> None: ...
-    def on_predict_epoch_start(self) -> None: ...
-    def on_predict_epoch_end(self) -> None: ...
-    def on_predict_batch_start(
-        self, batch: Any, batch_idx: int, dataloader_idx: int = 0
-    ) -> None: ...
-    def on_predict_batch_end(
-        self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
-    ) -> None: ...
-    def on_before_backward(self, loss: Tensor) -> None: ...
-    def on_after_backward(self) -> None: ...
-    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None: ...
-    def on_before_zero_grad(self, optimizer: torch.optim.Optimizer) -> None: ...
-    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None: ...
-    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None: ...
-
-
-class TrainModule(
-    HooksMixin, ModeHooks, TransferHooks, OptimizationMembers, OptimizationHooks, nn.Module
-):
+class TrainModule(HooksMixin, nn.Module):
     """Subclass this: define training_step and configure_optimizers, the Trainer does the rest."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -83,7 +25,7 @@ class TrainModule(
         self._hparams: AttributeDict = AttributeDict()
         self._log_hyperparams = True
         self._example_input_array: Any = None
-        self._toggled: dict[nn.Parameter, bool] = {}
+        self._toggle = ParameterToggle()
         self.strict_loading = True
 
     # ---- steps the user defines -------------------------------------------------------------
@@ -115,6 +57,41 @@ class TrainModule(
     def configure_callbacks(self) -> list[Any]:
         """Callbacks this model always wants; they are added to the Trainer's."""
         return []
+
+    # ---- hooks with a default behaviour (override to change it) -------------------------------
+    def on_validation_model_eval(self) -> None:
+        """Enter evaluation for validation (override to keep, e.g., dropout on)."""
+        self.eval()
+
+    def on_validation_model_train(self) -> None:
+        self.train()
+
+    def on_test_model_eval(self) -> None:
+        self.eval()
+
+    def on_test_model_train(self) -> None:
+        self.train()
+
+    def on_predict_model_eval(self) -> None:
+        self.eval()
+
+    def on_validation_model_zero_grad(self) -> None:
+        """Before validation in fit: drop the gradients so evaluation has the memory."""
+        self.zero_grad(set_to_none=True)
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        return batch
+
+    def transfer_batch_to_device(
+        self, batch: Any, device: torch.device, dataloader_idx: int
+    ) -> Any:
+        """Move ``batch`` to the module's device (override to move custom batch types)."""
+        from trainkit.strategies.base import move_to_device
+
+        return move_to_device(batch, device)
+
+    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        return batch
 
     # ---- state the Trainer provides ---------------------------------------------------------
     @property
@@ -298,6 +275,70 @@ class TrainModule(
     def manual_backward(self, loss: Tensor) -> None:
         """``loss.backward()`` through the precision plugin and strategy (manual optimization)."""
         self.trainer.run_state.stepper.backward(loss)
+
+    def toggle_optimizer(self, optimizer: Any) -> None:
+        """Only ``optimizer``'s parameters get gradients until ``untoggle_optimizer`` (GANs)."""
+        self._toggle.toggle(self.parameters(), optimizer)
+
+    def untoggle_optimizer(self, optimizer: Any) -> None:
+        """Give back the ``requires_grad`` every parameter had before ``toggle_optimizer``."""
+        self._toggle.restore()
+
+    @contextmanager
+    def toggled_optimizer(self, optimizer: Any) -> Iterator[None]:
+        """``toggle_optimizer`` for the block, ``untoggle_optimizer`` after it."""
+        self.toggle_optimizer(optimizer)
+        try:
+            yield
+        finally:
+            self.untoggle_optimizer(optimizer)
+
+    def clip_gradients(
+        self,
+        optimizer: Any,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        """Clip the gradients of ``optimizer``'s parameters by 'norm' (default) or 'value'."""
+        clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+
+    # ---- steps of automatic optimization (override to change them) ----------------------------
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """Backpropagate ``loss`` (already scaled under 16-mixed); override for, e.g.,
+        ``retain_graph``."""
+        loss.backward(*args, **kwargs)
+
+    def optimizer_step(
+        self,
+        epoch: int,
+        batch_idx: int,
+        optimizer: Any,
+        optimizer_closure: Callable[[], Any] | None = None,
+    ) -> None:
+        """Step ``optimizer``; override for, e.g., learning-rate warm-up (keep the call
+        ``optimizer.step(closure=optimizer_closure)``)."""
+        optimizer.step(closure=optimizer_closure)
+
+    def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer: Any) -> None:
+        """Clear the gradients after a step; override to keep or zero them differently."""
+        optimizer.zero_grad()
+
+    def lr_scheduler_step(self, scheduler: Any, metric: Any = None) -> None:
+        """Step ``scheduler``; override for schedulers with another step signature (timm)."""
+        if metric is None:
+            scheduler.step()
+        else:
+            scheduler.step(metric)
+
+    def configure_gradient_clipping(
+        self,
+        optimizer: Any,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        """Called before every optimizer step with the Trainer's clipping settings; override
+        to clip differently (call ``self.clip_gradients``)."""
+        self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def all_gather(self, data: Any, sync_grads: bool = False) -> Any:
         """``data`` (a tensor, number, or a dict/list of them) from every rank, stacked along a

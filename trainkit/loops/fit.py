@@ -135,9 +135,11 @@ class FitLoop:
         start_hooks = state.hooks.bound("on_train_batch_start")
         end_hooks = state.hooks.bound("on_train_batch_end")
         automatic = module.automatic_optimization
-        training_step = state.stepper.run
-        manual_step = state.stepper.forward  # the module steps its own optimizers
+        stepper = state.stepper
+        training_step = stepper.run
+        manual_step = stepper.forward  # the module steps its own optimizers
         accumulate = state.limits.accumulate_grad_batches
+        stepper.set_accumulation(accumulate)
         total = position.epoch_batches
         val_every = val_every_n_batches(state)
         # check_val_every_n_epoch None: the interval counts the batches of earlier epochs too

@@ -1,7 +1,7 @@
 """The run state: one object the Trainer builds and hands to the loops, the training step,
-checkpoint dump/restore, preemption and the launchers. A leaf at run time: it imports trainkit's
-classes only for their types, and the parts that themselves receive a RunState (the hook
-dispatcher, the metric hub, the training step, preemption) are typed by the Protocols below.
+checkpoint dump/restore, preemption and the launchers. A leaf: it imports nothing of trainkit
+(not even for types, so nothing can import it in a circle); the parts the loops call through it
+are typed by the Protocols below.
 
 Its parts are small dataclasses: where the run is (``LoopPosition``, with its own
 ``state_dict``), the limits it runs under (``LoopLimits``, frozen), why it stops or resumes
@@ -19,17 +19,11 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from trainkit.callbacks.base import Callback
-    from trainkit.checkpoint.checkpoint_io import CheckpointIO
-    from trainkit.datamodule import DataModule
-    from trainkit.distributed.rank_board import RankBoard
-    from trainkit.loggers.base import Logger
-    from trainkit.metrics import MetricStore
-    from trainkit.module import TrainModule
-    from trainkit.optim import SchedulerConfig
-    from trainkit.profiler import PassThroughProfiler
-    from trainkit.strategies.base import Strategy
-    from trainkit.strategies.precision import Precision
+
+class RankMarker(Protocol):
+    """Marks where this rank is on the rank board (distributed/rank_board.py's RankBoard)."""
+
+    def mark(self, phase: int, epoch: int | None = None, batch: int | None = None) -> None: ...
 
 
 class Hooks(Protocol):
@@ -43,8 +37,8 @@ class Hooks(Protocol):
 class Metrics(Protocol):
     """Where ``self.log`` records and what the loggers and callbacks read (the MetricHub)."""
 
-    active: MetricStore | None
-    train_store: MetricStore | None
+    active: Any  # the Any self.log records into now
+    train_store: Any
     epoch_metrics: dict[str, torch.Tensor]
 
     @property
@@ -52,11 +46,11 @@ class Metrics(Protocol):
     @property
     def progress_bar_metrics(self) -> dict[str, Any]: ...
     def reset(self) -> None: ...
-    def new_store(self, stage: str) -> MetricStore: ...
-    def new_train_store(self) -> MetricStore: ...
-    def record_eval(self, store: MetricStore, results: list[dict[str, torch.Tensor]]) -> None: ...
-    def log_step(self, store: MetricStore) -> None: ...
-    def reduce_train_epoch(self, store: MetricStore) -> None: ...
+    def new_store(self, stage: str) -> Any: ...
+    def new_train_store(self) -> Any: ...
+    def record_eval(self, store: Any, results: list[dict[str, torch.Tensor]]) -> None: ...
+    def log_step(self, store: Any) -> None: ...
+    def reduce_train_epoch(self, store: Any) -> None: ...
     def log_to_loggers(self, metrics: dict[str, float], step: int | None = None) -> None: ...
 
 
@@ -65,6 +59,7 @@ class Stepper(Protocol):
 
     forward: Callable[[Any, int], Any]
 
+    def set_accumulation(self, batches: int) -> None: ...
     def run(self, batch: Any, batch_idx: int, boundary: bool) -> Any: ...
     def backward(self, loss: torch.Tensor) -> None: ...
 
@@ -176,22 +171,22 @@ class RunState:
     """Everything a stage's loops read and write, owned by the Trainer and passed down."""
 
     limits: LoopLimits
-    strategy: Strategy
-    precision: Precision
+    strategy: Any  # the Strategy (strategies/base.py)
+    precision: Any  # the Precision plugin (strategies/precision.py)
     hooks: Hooks
     metrics: Metrics
-    profiler: PassThroughProfiler
-    board: RankBoard  # this rank's
-    callbacks: list[Callback] = field(default_factory=list)
-    loggers: list[Logger] = field(default_factory=list)
+    profiler: Any  # a PassThroughProfiler (profiler.py)
+    board: RankMarker  # this rank's
+    callbacks: list[Any] = field(default_factory=list)  # Callback instances
+    loggers: list[Any] = field(default_factory=list)  # Logger instances
     position: LoopPosition = field(default_factory=LoopPosition)
     stop: StopState = field(default_factory=StopState)
     stage: str | None = None
-    module: TrainModule | None = None
+    module: Any = None  # the TrainModule of the running stage
     wrapped: nn.Module | None = None  # what the training step runs through (DDP, FSDP, ...)
-    datamodule: DataModule | None = None
+    datamodule: Any = None
     optimizers: list[torch.optim.Optimizer] = field(default_factory=list)
-    lr_scheduler_configs: list[SchedulerConfig] = field(default_factory=list)
+    lr_scheduler_configs: list[Any] = field(default_factory=list)  # optim.SchedulerConfig
     train_loader: Any = None  # the user's loader (any iterable), prepared by the strategy
     val_loaders: list[Any] = field(default_factory=list)
     num_eval_batches: int = 0
@@ -199,7 +194,7 @@ class RunState:
     epoch_start_rng: Any = None  # RNG states when the current epoch began (for exact resume)
     stepper: Stepper | None = None  # the TrainingStep of the current fit
     preemption: StopWatch | None = None  # the Preemption watching the current fit
-    checkpoint_io: CheckpointIO | None = None  # None: an atomic torch.save
+    checkpoint_io: Any = None  # the CheckpointIO (None: an atomic torch.save)
     default_root_dir: str = "."
     log_dir: str | None = None  # the run's version_N folder, once agreed by every rank
     cli_config: str | None = None  # the resolved config a CLI run records in checkpoints

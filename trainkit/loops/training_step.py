@@ -49,9 +49,8 @@ class TrainingStep:
         self.forward: Callable[[Any, int], Any] = (
             self._forward_autocast if state.precision.is_mixed else self._step_fn
         )
-        self._accumulate = state.limits.accumulate_grad_batches
-        # accumulating under a process group: no gradient all-reduce until the boundary
-        self._holds_sync = strategy.is_distributed and self._accumulate > 1
+        self._distributed = strategy.is_distributed
+        self.set_accumulation(state.limits.accumulate_grad_batches)
         self._no_sync = strategy.no_backward_sync
         self._wrapped = wrapped
         hooks = state.hooks
@@ -83,6 +82,13 @@ class TrainingStep:
         self._all_params = list(module.parameters()) if manual else []
         self._strategy_step = strategy.optimizer_step_fn()
         self._mark = state.board.mark
+
+    def set_accumulation(self, batches: int) -> None:
+        """Accumulate the gradients of ``batches`` batches per optimizer step (set per epoch:
+        GradientAccumulationScheduler changes it)."""
+        self._accumulate = batches
+        # accumulating under a process group: no gradient all-reduce until the boundary
+        self._holds_sync = self._distributed and batches > 1
 
     def run(self, batch: Any, batch_idx: int, boundary: bool) -> Any:
         """One batch under automatic optimization; ``boundary``: the last batch of an

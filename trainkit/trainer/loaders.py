@@ -6,12 +6,13 @@ from typing import Any
 
 from trainkit.data import as_loader_list, prepare_loader
 from trainkit.scaling import per_device_batch
+from trainkit.strategies import Strategy
 
 
 def prepare_loaders(
     given: Any,
     kind: str,
-    strategy: Any,
+    strategy: Strategy,
     use_distributed_sampler: bool,
     batch_size_mode: str,
     unshuffled: bool = False,

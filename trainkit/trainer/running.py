@@ -1,4 +1,5 @@
-"""How the Trainer runs one stage in this process: set up, restore, loop, report, tear down."""
+"""How one stage runs in this process: set up, restore, loop, report, tear down. The Trainer
+owns one ``StageRunner`` and gives it the run state and the settings it reads."""
 
 from __future__ import annotations
 
@@ -13,49 +14,72 @@ from trainkit.errors import MisconfigurationError
 from trainkit.loops.evaluation import EvalLoop
 from trainkit.loops.fit import FitLoop
 from trainkit.loops.predict import PredictLoop
+from trainkit.loops.state import RunState
 from trainkit.metrics import to_float
 from trainkit.module import TrainModule
+from trainkit.scaling import RunSummary, effective_batch_size
+from trainkit.strategies import Strategy
+from trainkit.trainer import spawned
 from trainkit.trainer.loaders import prepare_loaders
-from trainkit.trainer.properties import TrainerProperties
+from trainkit.trainer.lr_scaling import scale_lr_for_batch
+from trainkit.trainer.properties import find_checkpoint_callback
+from trainkit.trainer.settings import StageSettings
 from trainkit.trainer.stage import log_hyperparams, setup_fit, setup_run, teardown_run
-from trainkit.trainer.summary import print_closing, print_summary, resumed, summarize_run
+from trainkit.trainer.summary import describe_run, print_closing, print_summary, resumed
 
 
-class StageRunner(TrainerProperties):
-    """Mixed into Trainer: runs fit/validate/test/predict in this process from the run state."""
+class StageRunner:
+    """Runs fit/validate/test/predict in this process, from the run state it is given.
 
-    checkpoint_weights_only: bool
-    use_distributed_sampler: bool
-    batch_size_mode: str
-    selection: Any
-    lr_scaling: str
-    reference_batch_size: int | None
-    detect_anomaly: bool
-    _show_summary: bool
+    ``owner`` is the object the module and data module get as their ``trainer`` (the public
+    Trainer); the runner only hands it over and never reads it."""
 
-    def init_module(self, empty_init: bool | None = None) -> Any:
-        """A context to build the module in: on the device, or on the meta device under fsdp
-        (each rank then materialises only its shard); ``empty_init=False`` builds it fully."""
-        return self.strategy.module_init_context(empty_init)
+    def __init__(self, state: RunState, owner: object, settings: StageSettings) -> None:
+        self.state = state
+        self.owner = owner
+        self.settings = settings
+        self.run_summary: RunSummary | None = None  # the startup numbers of the latest fit
+
+    @property
+    def strategy(self) -> Strategy:
+        return self.state.strategy
+
+    @property
+    def num_nodes(self) -> int:
+        return self.settings.num_nodes
+
+    @property
+    def effective_batch_size(self) -> int | None:
+        """Samples per optimizer step across every rank (None before the train loader is known)."""
+        batch = getattr(self.state.train_loader, "batch_size", None)
+        if batch is None:
+            return None
+        devices = self.strategy.world_size // self.num_nodes if self.strategy.is_distributed else 1
+        accumulate = self.state.limits.accumulate_grad_batches
+        return effective_batch_size(
+            batch, devices, self.num_nodes, accumulate, self.strategy.batch_loading
+        )
 
     def save_checkpoint(self, filepath: str, weights_only: bool = False) -> None:
         """Write a checkpoint (call on every rank; global rank 0 writes); ``weights_only``:
         without optimizer, scheduler and callback state (it cannot resume a fit)."""
-        state = self.run_state
+        state = self.state
         state.board.mark(rank_board.CHECKPOINT)
         checkpoint_state.save(state, filepath, weights_only)  # through the run's CheckpointIO
         self.strategy.barrier()
 
-    def _run_stage(
+    def run(
         self, stage: str, model: TrainModule, datamodule: Any, ckpt_path: str | None, loaders: tuple
     ) -> Any:
-        state = self.run_state
+        """Run ``stage`` ('fit', 'validate', 'test', 'predict') with ``loaders`` (the stage
+        method's loader arguments); returns what the stage method returns."""
+        state = self.state
         state.board.mark(rank_board.SETUP)
         status = "success"
         try:
             ckpt_path = self._checkpoint_file(ckpt_path)  # 'last'/'best' resolved once, here
             evaluated = ckpt_path if stage != "fit" else None
-            setup_run(state, self, stage, model, datamodule, evaluated)
+            setup_run(state, self.owner, stage, model, datamodule, evaluated)
             if stage == "fit":
                 return self._fit(ckpt_path, *loaders)
             if stage == "predict":
@@ -69,42 +93,59 @@ class StageRunner(TrainerProperties):
         finally:
             teardown_run(state, stage, status)
 
+    def run_in_spawned_rank(
+        self,
+        strategy: Strategy,
+        stage: str,
+        model: TrainModule,
+        datamodule: Any,
+        ckpt_path: str | None,
+        loaders: tuple,
+    ) -> dict[str, Any]:
+        """In a spawned rank: run the stage with this rank's strategy; what rank 0 sends back."""
+        self.state.strategy = strategy
+        output = self.run(stage, model, datamodule, ckpt_path, loaders)
+        return spawned.rank_result(self.state, output)
+
     def _checkpoint_file(self, ckpt_path: str | None) -> str | None:
         if ckpt_path is None:
             return None
         return checkpoint_state.resolve_path(
-            ckpt_path, self.checkpoint_callback, self.default_root_dir, self.checkpoint_weights_only
+            ckpt_path,
+            find_checkpoint_callback(self.state.callbacks),
+            self.state.default_root_dir,
+            self.settings.checkpoint_weights_only,
         )
 
     def _restore(self, path: str | None, full: bool) -> str | None:
         """Load the checkpoint file ``path`` (fully, to resume fit) and say so; returns it."""
         if path is None:
             return None
+        state = self.state
         checkpoint = checkpoint_state.restore(
-            self.run_state, path, full, self.checkpoint_weights_only
+            state, path, full, self.settings.checkpoint_weights_only
         )
-        if self.is_global_zero:
-            epoch = self.current_epoch if full else checkpoint.get("epoch", "?")
-            at = f"epoch {epoch}, step {self.global_step}"
+        if self.strategy.is_global_zero:
+            epoch = state.position.epoch if full else checkpoint.get("epoch", "?")
+            at = f"epoch {epoch}, step {state.position.global_step}"
             what = f"resuming at {at}" if full else f"evaluating the weights of {at}"
             print(f"trainkit: loaded {path}; {what}", flush=True)
         return path
 
     def _fit(self, ckpt_path: str | None, train_loaders: Any, val_loaders: Any) -> None:
-        state, started = self.run_state, time.perf_counter()
+        state, settings, started = self.state, self.settings, time.perf_counter()
         setup_fit(state, self._loaders("train", train_loaders), self._loaders("val", val_loaders))
-        self.run_summary = summarize_run(
-            state,
-            self.selection,
-            self.lr_scaling,
-            self.reference_batch_size,
-            self.effective_batch_size,
+        effective = self.effective_batch_size
+        lr = scale_lr_for_batch(
+            state, settings.lr_scaling, settings.reference_batch_size, effective
         )
+        self.run_summary = describe_run(state, settings.selection, effective, lr)
         resumed_from = self._restore(ckpt_path, full=True)
         if resumed_from is not None:
             self.run_summary = resumed(self.run_summary, resumed_from, state)
         log_hyperparams(state, self.run_summary)
-        if self.is_global_zero and self._show_summary:
+        show_summary = settings.show_summary and self.strategy.is_global_zero
+        if show_summary:
             print_summary(self.run_summary)
         from trainkit.loops.preemption import run_watching_stop_signals
 
@@ -113,20 +154,22 @@ class StageRunner(TrainerProperties):
                 self._loaders("train", None),
                 self._loaders("val", None),
             )
-        with torch.autograd.set_detect_anomaly(self.detect_anomaly):
+        checkpoint_callback = find_checkpoint_callback(state.callbacks)
+        log_dir = state.log_dir or state.default_root_dir
+        with torch.autograd.set_detect_anomaly(settings.detect_anomaly):
             run_watching_stop_signals(
                 state,
                 FitLoop(state).run,
                 self._save_preemption_checkpoint,
-                checkpoint_state.last_checkpoint_path(self.checkpoint_callback, self.log_dir),
+                checkpoint_state.last_checkpoint_path(checkpoint_callback, log_dir),
             )
         checkpoint_state.finish_saves(state)  # the save in flight is on disk; a failed one raises
-        if self.is_global_zero and self._show_summary and self.preempted is None:
-            print_closing(state, self.checkpoint_callback, time.perf_counter() - started)
+        if show_summary and state.stop.preempted is None:
+            print_closing(state, checkpoint_callback, time.perf_counter() - started)
 
     def _save_preemption_checkpoint(self, path: str) -> None:
         self.save_checkpoint(path)
-        callback = self.checkpoint_callback
+        callback = find_checkpoint_callback(self.state.callbacks)
         if callback is not None:
             callback.last_model_path = path
 
@@ -136,11 +179,11 @@ class StageRunner(TrainerProperties):
         kind = "val" if stage == "validate" else "test"
         loaders = self._evaluation_loaders(stage, kind, dataloaders, ckpt_path)
         loop_stage = "validation" if stage == "validate" else "test"
-        results = EvalLoop(self.run_state, loop_stage).run(
-            loaders, self.run_state.limits.limit_for(loop_stage)
+        results = EvalLoop(self.state, loop_stage).run(
+            loaders, self.state.limits.limit_for(loop_stage)
         )
         as_floats = [{k: to_float(v) for k, v in r.items()} for r in results]
-        if verbose and self.is_global_zero:
+        if verbose and self.strategy.is_global_zero:
             from trainkit.trainer.report import print_metrics
 
             print_metrics(stage, as_floats)
@@ -148,8 +191,8 @@ class StageRunner(TrainerProperties):
 
     def _predict(self, ckpt_path: str | None, dataloaders: Any) -> list[Any]:
         loaders = self._evaluation_loaders("predict", "predict", dataloaders, ckpt_path)
-        limit = self.run_state.limits.limit_predict_batches
-        outputs = PredictLoop(self.run_state).run(loaders, limit)
+        limit = self.state.limits.limit_predict_batches
+        outputs = PredictLoop(self.state).run(loaders, limit)
         return outputs[0] if len(outputs) == 1 else outputs
 
     def _evaluation_loaders(
@@ -161,21 +204,22 @@ class StageRunner(TrainerProperties):
             raise MisconfigurationError(
                 f"{stage} needs data: pass dataloaders or a datamodule with one"
             )
-        self.lightning_module.to(self.strategy.root_device)
+        self.state.module.to(self.strategy.root_device)
         self._restore(ckpt_path, full=False)
         return loaders
 
     def _loaders(self, kind: str, given: Any) -> list[Any]:
         """The stage's loaders (given, else from the datamodule or module), ready for the strategy."""
         if given is None:
-            source = self.datamodule if self.datamodule is not None else self.lightning_module
+            datamodule = self.state.datamodule
+            source = datamodule if datamodule is not None else self.state.module
             method = getattr(source, f"{kind}_dataloader", None)
             given = method() if callable(method) else None
         return prepare_loaders(
             given,
             kind,
             self.strategy,
-            self.use_distributed_sampler,
-            self.batch_size_mode,
-            unshuffled=self.run_state.limits.overfit_batches > 0,
+            self.settings.use_distributed_sampler,
+            self.settings.batch_size_mode,
+            unshuffled=self.state.limits.overfit_batches > 0,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainkit.loops.state import RunState
+from trainkit.module import TrainModule
 
 
 def rank_result(state: RunState, output: Any) -> dict[str, Any]:
@@ -22,7 +23,9 @@ def rank_result(state: RunState, output: Any) -> dict[str, Any]:
     }
 
 
-def adopt_rank_result(state: RunState, result: dict[str, Any], model: Any, datamodule: Any) -> None:
+def adopt_rank_result(
+    state: RunState, result: dict[str, Any], model: TrainModule, datamodule: Any
+) -> None:
     """Put rank 0's result into the caller's run state and ``model``."""
     model.load_state_dict(result["state_dict"])
     state.module, state.datamodule = model, datamodule

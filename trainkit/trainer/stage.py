@@ -7,27 +7,32 @@ from typing import Any
 
 import torch
 
+from trainkit.callbacks.base import Callback
 from trainkit.compiling import compile_forward, restore_forward
 from trainkit.distributed.rank_board import RankBoard
 from trainkit.errors import MisconfigurationError
-from trainkit.loggers.base import next_version
+from trainkit.loggers.base import Logger, next_version
 from trainkit.loops.hooks import HookDispatcher
 from trainkit.loops.metric_hub import MetricHub
 from trainkit.loops.state import LoopLimits, RunState
 from trainkit.loops.training_step import TrainingStep
-from trainkit.module import defines_optimizers
+from trainkit.module import TrainModule, defines_optimizers
 from trainkit.optim import parse_optimizers
+from trainkit.profiler import PassThroughProfiler
+from trainkit.scaling import RunSummary
+from trainkit.strategies import Strategy
+from trainkit.strategies.precision import Precision
 from trainkit.trainer.arguments import sort_callbacks
 
 
 def new_run_state(
-    owner: Any,
+    owner: object,
     limits: LoopLimits,
-    strategy: Any,
-    precision: Any,
-    profiler: Any,
-    callbacks: list[Any],
-    loggers: list[Any],
+    strategy: Strategy,
+    precision: Precision,
+    profiler: PassThroughProfiler,
+    callbacks: list[Callback],
+    loggers: list[Logger],
     default_root_dir: str,
 ) -> RunState:
     """A fresh run state with its hook dispatcher (passing ``owner``, the Trainer, to callbacks)
@@ -64,9 +69,9 @@ def publish_rank(rank: int) -> None:
 
 def setup_run(
     state: RunState,
-    owner: Any,
+    owner: object,
     stage: str,
-    model: Any,
+    model: TrainModule,
     datamodule: Any,
     evaluated: str | None = None,
 ) -> None:
@@ -155,7 +160,7 @@ def resolve_log_dir(state: RunState) -> None:
         Path(state.log_dir).mkdir(parents=True, exist_ok=True)
 
 
-def log_hyperparams(state: RunState, run_summary: Any) -> None:
+def log_hyperparams(state: RunState, run_summary: RunSummary | None) -> None:
     """hparams.yaml in the log folder and hyperparameters in every logger (rank 0)."""
     if not state.strategy.is_global_zero:
         return

@@ -1,41 +1,31 @@
-"""Scale the learning rate for the effective batch and describe the run, once, at fit start."""
+"""Describe a fit once it starts (the startup table), print it, and say where it ended."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trainkit.data import limited_batches
+from trainkit.devices import DeviceSelection
 from trainkit.distributed.env import output_is_terminal
 from trainkit.loops.state import RunState
-from trainkit.scaling import RunSummary, lr_factor, scale_learning_rates
+from trainkit.scaling import RunSummary
+from trainkit.trainer.lr_scaling import LRScaling
+
+if TYPE_CHECKING:
+    from trainkit.callbacks.checkpoint import ModelCheckpoint
 
 
-def summarize_run(
-    state: RunState,
-    selection: Any,
-    lr_scaling: str,
-    reference_batch_size: int | None,
-    effective: int | None,
+def describe_run(
+    state: RunState, selection: DeviceSelection, effective: int | None, lr: LRScaling
 ) -> RunSummary:
-    """Apply ``lr_scaling`` to the built optimizers/schedulers and collect the startup numbers
-    (``effective`` is the effective batch size, None when the loader has no batch_size)."""
+    """The startup numbers of a fit whose optimizers are built and whose LR ``lr`` says how
+    it was scaled (``effective`` is the effective batch size, None when the loader has no
+    batch_size). Reads only: nothing of the run changes."""
     strategy = state.strategy
     limits = state.limits
-    first_group = state.optimizers[0].param_groups[0] if state.optimizers else None
-    configured = first_group["lr"] if first_group else None
-    factor = 1.0
-    if lr_scaling != "none":
-        if effective is None:
-            raise ValueError(
-                "lr_scaling needs a train DataLoader with a batch_size to know the effective batch"
-            )
-        factor = lr_factor(lr_scaling, effective, reference_batch_size)
-        scale_learning_rates(
-            state.optimizers, [c.scheduler for c in state.lr_scheduler_configs], factor
-        )
     batches = limited_batches(state.train_loader, limits.limit_train_batches, "limit_train_batches")
     dataset = getattr(state.train_loader, "dataset", None)
     try:
@@ -59,10 +49,10 @@ def summarize_run(
         per_device_batch=getattr(state.train_loader, "batch_size", None),
         accumulate=limits.accumulate_grad_batches,
         effective_batch=effective,
-        configured_lr=configured,
-        lr_rule=lr_scaling,
-        lr_factor=factor,
-        final_lr=first_group["lr"] if first_group else None,
+        configured_lr=lr.configured,
+        lr_rule=lr.rule,
+        lr_factor=lr.factor,
+        final_lr=lr.final,
         samples_per_epoch=samples,
         steps_per_epoch=limits.steps_per_epoch(batches),
         total_steps=limits.total_steps(batches),
@@ -101,7 +91,9 @@ def resumed(summary: RunSummary, path: str, state: RunState) -> RunSummary:
     return dataclasses.replace(summary, total_steps=total, resumed_from=path, resumed_at=at)
 
 
-def print_closing(state: RunState, checkpoint_callback: Any, seconds: float) -> None:
+def print_closing(
+    state: RunState, checkpoint_callback: ModelCheckpoint | None, seconds: float
+) -> None:
     """After fit, on rank 0: where the checkpoints and logs are, the best score, the wall time."""
     position = state.position
     lines = [f"fit done in {seconds:.1f} s: epoch {position.epoch}, step {position.global_step}"]

@@ -1,7 +1,10 @@
-"""Trainer: resolves devices, strategy and precision, builds the run state, runs a stage."""
+"""Trainer: the public facade. It resolves devices, strategy and precision, owns the run state
+and a ``StageRunner`` that runs each stage in this process, picks a launcher when ranks must be
+started, and reads out Lightning's names (``trainer/properties.py``) from the run state."""
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,8 @@ from trainkit.profiler import build_profiler
 from trainkit.scaling import RunSummary
 from trainkit.strategies import Placement, Strategy, select_strategy
 from trainkit.strategies.precision import Precision, normalize_precision
+from trainkit.trainer import properties as readouts
+from trainkit.trainer import settings as settings_readouts
 from trainkit.trainer import spawned
 from trainkit.trainer.arguments import (
     Features,
@@ -34,12 +39,11 @@ from trainkit.trainer.arguments import (
 )
 from trainkit.trainer.launching import fit_under_scheduler
 from trainkit.trainer.running import StageRunner
-from trainkit.trainer.stage import (
-    new_run_state,
-)
+from trainkit.trainer.settings import StageSettings
+from trainkit.trainer.stage import new_run_state
 
 
-class Trainer(StageRunner):
+class Trainer:
     """Train and evaluate a TrainModule on one device or many; every argument has a safe default."""
 
     def __init__(
@@ -149,14 +153,12 @@ class Trainer(StageRunner):
 
         install_error_file_hook()
         self.precision = normalize_precision(precision)
-        self.selection = resolve_devices(devices, accelerator, gpus)
+        selection = resolve_devices(devices, accelerator, gpus)
         self.cluster = detect_environment()
         if not isinstance(num_nodes, int) or num_nodes < 1:
             raise ConfigError("trainer.num_nodes", num_nodes, "an int >= 1")
         self.num_nodes = num_nodes
-        placement = Placement(
-            self.selection, num_nodes, self.cluster, self.precision, sync_batchnorm
-        )
+        placement = Placement(selection, num_nodes, self.cluster, self.precision, sync_batchnorm)
         chosen = select_strategy(strategy, placement)
         check_strategy_settings(
             chosen,
@@ -165,11 +167,7 @@ class Trainer(StageRunner):
             reference_batch_size,
             batch_size_mode,
         )
-        self.lr_scaling = lr_scaling
-        self.reference_batch_size = reference_batch_size
-        self.batch_size_mode = batch_size_mode
         self.max_restarts = check_max_restarts(max_restarts)
-        self.run_summary: RunSummary | None = None
         self.fast_dev_run = int(fast_dev_run)
         limits = loop_limits(
             fast_dev_run=self.fast_dev_run,
@@ -201,9 +199,6 @@ class Trainer(StageRunner):
         )
         self.default_root_dir = str(default_root_dir or Path.cwd())
         check_writable_dir(self.default_root_dir)
-        self.use_distributed_sampler = use_distributed_sampler
-        self.checkpoint_weights_only = checkpoint_weights_only
-        self.detect_anomaly = detect_anomaly
         apply_torch_flags(deterministic, benchmark)
         self.run_state = new_run_state(
             self,
@@ -218,7 +213,18 @@ class Trainer(StageRunner):
         self.run_state.inference_mode = inference_mode
         self.run_state.compile_options = compile_options(compile)
         self.run_state.checkpoint_io = checkpoint_io_from(plugins)
-        self._show_summary = features.progress_bar and not self.fast_dev_run
+        self.settings = StageSettings(
+            selection=selection,
+            num_nodes=num_nodes,
+            lr_scaling=lr_scaling,
+            reference_batch_size=reference_batch_size,
+            batch_size_mode=batch_size_mode,
+            use_distributed_sampler=use_distributed_sampler,
+            checkpoint_weights_only=checkpoint_weights_only,
+            detect_anomaly=detect_anomaly,
+            show_summary=features.progress_bar and not self.fast_dev_run,
+        )
+        self._runner = StageRunner(self.run_state, self, self.settings)
 
     # ---- public API -------------------------------------------------------------------------------
     def fit(
@@ -265,6 +271,30 @@ class Trainer(StageRunner):
         """Run ``predict_step`` over the predict loader(s); returns the outputs per batch."""
         return self._run("predict", model, datamodule, ckpt_path, (dataloaders,))
 
+    def init_module(self, empty_init: bool | None = None) -> AbstractContextManager[Any]:
+        """A context to build the module in: on the device, or on the meta device under fsdp
+        (each rank then materialises only its shard); ``empty_init=False`` builds it fully."""
+        return self.strategy.module_init_context(empty_init)
+
+    def save_checkpoint(self, filepath: str, weights_only: bool = False) -> None:
+        """Write a checkpoint (call on every rank; global rank 0 writes); ``weights_only``:
+        without optimizer, scheduler and callback state (it cannot resume a fit)."""
+        self._runner.save_checkpoint(filepath, weights_only)
+
+    def log_to_loggers(self, metrics: dict[str, float], step: int) -> None:
+        """Send floats to every logger (global rank 0 only)."""
+        self.run_state.metrics.log_to_loggers(metrics, step)
+
+    @property
+    def run_summary(self) -> RunSummary | None:
+        """The startup numbers of the latest fit in this process (None before one)."""
+        return self._runner.run_summary
+
+    @property
+    def effective_batch_size(self) -> int | None:
+        """Samples per optimizer step across every rank (None before the train loader is known)."""
+        return self._runner.effective_batch_size
+
     # ---- running ----------------------------------------------------------------------------------
     def _run(
         self,
@@ -284,29 +314,84 @@ class Trainer(StageRunner):
         self.strategy.check_module(model)
         launcher = self.strategy.launcher(self.max_restarts)
         if launcher is None:
-            return self._run_stage(stage, model, datamodule, ckpt_path, loaders)
+            return self._runner.run(stage, model, datamodule, ckpt_path, loaders)
         model.trainer = None
         if isinstance(launcher, SpawnLauncher):  # its strategy: ours, or our forked twin
             self.run_state.strategy = launcher.strategy
             named = {"model": model, "datamodule": datamodule, "callbacks": self.callbacks}
             check_picklable({**named, "dataloaders": loaders})
         result = launcher.launch(
-            self._run_spawned_rank, stage, model, datamodule, ckpt_path, loaders
+            self._runner.run_in_spawned_rank, stage, model, datamodule, ckpt_path, loaders
         )
         spawned.adopt_rank_result(self.run_state, result, model, datamodule)  # rank 0's
         model.trainer = self
         return result["output"]
 
-    def _run_spawned_rank(
-        self,
-        strategy: Strategy,
-        stage: str,
-        model: Any,
-        datamodule: Any,
-        ckpt_path: Any,
-        loaders: tuple,
-    ) -> dict[str, Any]:
-        """In a spawned rank: run the stage with this rank's strategy; what rank 0 sends back."""
-        self.run_state.strategy = strategy
-        output = self._run_stage(stage, model, datamodule, ckpt_path, loaders)
-        return spawned.rank_result(self.run_state, output)
+    # ---- Lightning's read-outs of the run state (trainer/properties.py) ---------------------------
+    # loop position and stop state
+    current_epoch = readouts.current_epoch
+    global_step = readouts.global_step
+    num_training_batches = readouts.num_training_batches
+    num_training_batches_seen = readouts.num_training_batches_seen
+    num_eval_batches = readouts.num_eval_batches
+    should_stop = readouts.should_stop
+    preempted = readouts.preempted
+    fit_done = readouts.fit_done
+    is_final_epoch = readouts.is_final_epoch
+    sanity_checking = readouts.sanity_checking
+    state = readouts.state
+    # what runs
+    lightning_module = readouts.lightning_module
+    model = readouts.model
+    datamodule = readouts.datamodule
+    optimizers = readouts.optimizers
+    lr_scheduler_configs = readouts.lr_scheduler_configs
+    train_loader = readouts.train_loader
+    val_loaders = readouts.val_loaders
+    train_dataloader = readouts.train_dataloader
+    val_dataloaders = readouts.val_dataloaders
+    precision_plugin = readouts.precision_plugin
+    callbacks = readouts.callbacks
+    loggers = readouts.loggers
+    logger = readouts.logger
+    profiler = readouts.profiler
+    cli_config = readouts.cli_config
+    checkpoint_callback = readouts.checkpoint_callback
+    log_dir = readouts.log_dir
+    # ranks
+    strategy = readouts.strategy
+    world_size = readouts.world_size
+    global_rank = readouts.global_rank
+    local_rank = readouts.local_rank
+    node_rank = readouts.node_rank
+    is_global_zero = readouts.is_global_zero
+    # metrics and sizes
+    callback_metrics = readouts.callback_metrics
+    progress_bar_metrics = readouts.progress_bar_metrics
+    estimated_stepping_batches = readouts.estimated_stepping_batches
+    # loop limits (frozen for the run; accumulate_grad_batches is settable per epoch)
+    max_epochs = readouts.max_epochs
+    min_epochs = readouts.min_epochs
+    max_steps = readouts.max_steps
+    min_steps = readouts.min_steps
+    limit_train_batches = readouts.limit_train_batches
+    limit_val_batches = readouts.limit_val_batches
+    limit_test_batches = readouts.limit_test_batches
+    limit_predict_batches = readouts.limit_predict_batches
+    val_check_interval = readouts.val_check_interval
+    check_val_every_n_epoch = readouts.check_val_every_n_epoch
+    num_sanity_val_steps = readouts.num_sanity_val_steps
+    accumulate_grad_batches = readouts.accumulate_grad_batches
+    gradient_clip_val = readouts.gradient_clip_val
+    gradient_clip_algorithm = readouts.gradient_clip_algorithm
+    log_every_n_steps = readouts.log_every_n_steps
+    overfit_batches = readouts.overfit_batches
+    reload_dataloaders_every_n_epochs = readouts.reload_dataloaders_every_n_epochs
+    # the Trainer's own settings (trainer/settings.py; read-only)
+    selection = settings_readouts.selection
+    lr_scaling = settings_readouts.lr_scaling
+    reference_batch_size = settings_readouts.reference_batch_size
+    batch_size_mode = settings_readouts.batch_size_mode
+    use_distributed_sampler = settings_readouts.use_distributed_sampler
+    checkpoint_weights_only = settings_readouts.checkpoint_weights_only
+    detect_anomaly = settings_readouts.detect_anomaly
