@@ -290,7 +290,7 @@ def test_the_plugin_pickles_for_spawned_ranks_and_loads_after_the_write(tmp_path
 
 
 def test_the_config_switch_and_bad_plugins(tmp_path):
-    from trainkit.cli.parser import build_parser, instantiate
+    from trainkit.cli.command import build_parser, instantiate
     from trainkit.errors import ConfigError
 
     parser = build_parser("trainkit", None, None, "fit")

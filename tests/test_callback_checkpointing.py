@@ -12,7 +12,7 @@ import torch
 from tests.helpers.models import Regression, regression_loader
 from trainkit import Trainer
 from trainkit.callbacks import Callback, ModelCheckpoint, OnExceptionCheckpoint
-from trainkit.checkpoint.io import CheckpointError, load_checkpoint
+from trainkit.checkpoint.files import CheckpointError, load_checkpoint
 from trainkit.errors import ConfigError
 from trainkit.loggers.base import Logger
 

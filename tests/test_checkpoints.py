@@ -9,7 +9,7 @@ import torch
 
 from tests.helpers.models import Regression, regression_loader
 from trainkit import Trainer, seed_everything
-from trainkit.checkpoint.io import CheckpointError, load_checkpoint, save_checkpoint
+from trainkit.checkpoint.files import CheckpointError, load_checkpoint, save_checkpoint
 
 
 class Noisy(Regression):

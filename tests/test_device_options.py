@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainkit.cli.command import typed_device_options
-from trainkit.cli.parser import build_parser
+from trainkit.cli.command import build_parser, typed_device_options
 
 
 def parsed_trainer(tmp_path, yaml_text: str | None, *args: str):

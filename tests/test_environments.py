@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from trainkit.distributed.env import detect_environment
-from trainkit.distributed.launchers.reexec import World, build_rank_command
+from trainkit.distributed.launchers.reexec import build_rank_command
+from trainkit.distributed.rank_env import World
 from trainkit.errors import ConfigError
 from trainkit.strategies.parallel import resolve_backend
 

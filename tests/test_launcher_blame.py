@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from trainkit.distributed.launchers.reexec import RankGroup, World
+from trainkit.distributed.launchers.reexec import RankGroup
+from trainkit.distributed.rank_env import World
 
 
 def _group(*scripts: str) -> RankGroup:

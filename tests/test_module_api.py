@@ -313,7 +313,7 @@ def test_datamodule_prepare_data_once_and_setup_per_stage(make_trainer):
 def test_manual_optimization_with_the_config_optimizer_section(make_trainer):
     """A module without configure_optimizers gets one from the CLI's optimizer: section."""
     from trainkit import TrainModule
-    from trainkit.cli.parser import ConfiguredOptimizers
+    from trainkit.cli.optimizers import ConfiguredOptimizers
 
     class ManualNoConfigure(TrainModule):
         def __init__(self):

@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from trainkit.callbacks.base import Callback
 from trainkit.checkpoint import state as checkpoint_state
-from trainkit.checkpoint.io import save_checkpoint
+from trainkit.checkpoint.files import save_checkpoint
 from trainkit.distributed.rank_board import RankBoard
 from trainkit.errors import ConfigError, MisconfigurationError
 from trainkit.loops.fit import FitLoop, val_every_n_batches

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainkit.checkpoint.io import CheckpointError
+from trainkit.checkpoint.files import CheckpointError
 from trainkit.checkpoint.world_change import world_change
 
 

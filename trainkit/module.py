@@ -240,7 +240,7 @@ class TrainModule(HooksMixin, nn.Module):
     ):
         """Build the module from a checkpoint's hyperparameters (or ``hparams_file``), updated
         by ``overrides``, and load its weights (``strict``: every key must match)."""
-        from trainkit.checkpoint.io import check_fits, load_checkpoint, require_state_dict
+        from trainkit.checkpoint.files import check_fits, load_checkpoint, require_state_dict
 
         path = checkpoint_path
         checkpoint = load_checkpoint(path, map_location=map_location)

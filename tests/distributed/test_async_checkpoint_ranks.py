@@ -8,7 +8,7 @@ import pytest
 import torch
 import yaml
 
-from trainkit.checkpoint.io import SHARDED_META, load_checkpoint
+from trainkit.checkpoint.files import SHARDED_META, load_checkpoint
 
 FSDP_SHARDED_ASYNC = {
     "strategy": {

@@ -11,7 +11,7 @@ import torch
 
 from tests.conftest import REPO, run_trainkit
 from tests.helpers.probes import tensor_bytes
-from trainkit.checkpoint.io import find_checkpoint, load_checkpoint
+from trainkit.checkpoint.files import find_checkpoint, load_checkpoint
 
 CONFIG = str(REPO / "configs" / "autoencoder.yaml")
 STRATEGIES = {

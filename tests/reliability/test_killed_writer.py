@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests.reliability.runs import write_config
-from trainkit.checkpoint.io import load_checkpoint, save_checkpoint
+from trainkit.checkpoint.files import load_checkpoint, save_checkpoint
 
 
 @pytest.mark.timeout(120)

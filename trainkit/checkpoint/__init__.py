@@ -1,2 +1,3 @@
-"""Checkpoints: atomic files and safe loading (io), what a checkpoint holds (state), how files are
-written (checkpoint_io: CheckpointIO, TorchCheckpointIO; async_io + snapshot: AsyncCheckpointIO)."""
+"""Checkpoints: the files themselves (files: atomic writes, safe loading, sharded folders), what a
+checkpoint holds (state), and the plugins the Trainer writes and reads them through (checkpoint_io:
+CheckpointIO, TorchCheckpointIO; async_io + snapshot: AsyncCheckpointIO)."""

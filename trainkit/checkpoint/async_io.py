@@ -70,7 +70,7 @@ class AsyncCheckpointIO(CheckpointIO):
         import torch.distributed as dist
         import torch.distributed.checkpoint as dcp
 
-        from trainkit.checkpoint.io import sharded_temp_folder, split_shards
+        from trainkit.checkpoint.files import sharded_temp_folder, split_shards
 
         self.wait()
         tmp = sharded_temp_folder(path, is_writer, barrier)
@@ -155,7 +155,7 @@ def _yield_to_training() -> None:
 
 def _finish_sharded(upload: Future, rest: dict[str, Any] | None, tmp: Any, path: Any) -> None:
     """Once this rank's shards are written (on the writer: every rank's), move the folder."""
-    from trainkit.checkpoint.io import commit_sharded
+    from trainkit.checkpoint.files import commit_sharded
 
     upload.result()
     if rest is not None:

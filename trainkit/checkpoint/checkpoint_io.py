@@ -38,7 +38,7 @@ class CheckpointIO:
     ) -> None:
         """Every rank writes its shards (a collective); the folder appears at ``path`` once
         complete (used by fsdp with ``state_dict_type='sharded'``)."""
-        from trainkit.checkpoint.io import save_sharded_checkpoint
+        from trainkit.checkpoint.files import save_sharded_checkpoint
 
         save_sharded_checkpoint(checkpoint, path, is_writer, barrier)
 
@@ -58,7 +58,7 @@ class TorchCheckpointIO(CheckpointIO):
         self, checkpoint: dict[str, Any], path: str | os.PathLike, storage_options: Any = None
     ) -> None:
         """Write ``checkpoint`` atomically, blocking until it is on disk."""
-        from trainkit.checkpoint.io import save_checkpoint
+        from trainkit.checkpoint.files import save_checkpoint
 
         if storage_options is not None:
             raise TypeError(
@@ -71,6 +71,6 @@ class TorchCheckpointIO(CheckpointIO):
         self, path: str | os.PathLike, map_location: Any = "cpu", weights_only: bool = True
     ) -> dict[str, Any]:
         """Read a checkpoint file (or a sharded checkpoint folder, as one dict)."""
-        from trainkit.checkpoint.io import load_checkpoint
+        from trainkit.checkpoint.files import load_checkpoint
 
         return load_checkpoint(path, map_location=map_location, weights_only=weights_only)

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from trainkit.checkpoint.checkpoint_io import CheckpointIO, TorchCheckpointIO
-from trainkit.checkpoint.io import (
+from trainkit.checkpoint.files import (
     CHECKPOINT_FORMAT,
     CheckpointError,
     check_fits,

@@ -27,7 +27,7 @@ def check_checkpoint(trainer: Any, model: Any, subcommand: str, ckpt_path: str |
 
 def check_ckpt_path(ckpt_path: str | None, root: str) -> None:
     """Fail early (exit 2) when a requested checkpoint cannot exist."""
-    from trainkit.checkpoint.io import find_checkpoint
+    from trainkit.checkpoint.files import find_checkpoint
 
     if ckpt_path is None:
         return

@@ -11,7 +11,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainkit.cli.argv import (
     configured_classes,
@@ -22,11 +22,21 @@ from trainkit.cli.argv import (
 from trainkit.cli.failures import fail
 from trainkit.cli.lightning import ArgsType, LightningCLI
 
+if TYPE_CHECKING:
+    from jsonargparse import Namespace
+
+    from trainkit.cli.argument_parser import LightningArgumentParser
+    from trainkit.datamodule import DataModule
+    from trainkit.module import TrainModule
+    from trainkit.trainer.trainer import Trainer
+
 __all__ = [
     "TrainkitCLI",
+    "build_parser",
     "configured_classes",
     "fail",
     "finish_rank",
+    "instantiate",
     "main",
     "print_help_with_classes",
     "top_help",
@@ -55,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
 def finish_rank(code: int = 0) -> None:
     """After a run in a rank: sync, destroy the process group, and leave without interpreter
     finalization (where gloo threads still holding tensors can abort the process)."""
-    from trainkit.distributed.error_file import exit_now, process_group_is_up
+    from trainkit.distributed.error_file import exit_without_finalizing, process_group_is_up
 
     if not process_group_is_up():
         return
@@ -66,7 +76,7 @@ def finish_rank(code: int = 0) -> None:
     RankBoard().mark(FINISHING)
     dist.barrier()
     dist.destroy_process_group()
-    exit_now(code)
+    exit_without_finalizing(code)
 
 
 class TrainkitCLI(LightningCLI):
@@ -102,3 +112,22 @@ class TrainkitCLI(LightningCLI):
         torch.save(self.result, path)
         if trainer.is_global_zero:
             print(f"predictions saved to {path}", flush=True)
+
+
+def build_parser(
+    prog: str, model_class: type | None, datamodule_class: type | None, subcommand: str
+) -> LightningArgumentParser:
+    """One subcommand's parser, as ``trainkit`` builds it: trainer, model, data, optimizer,
+    lr_scheduler, seed_everything, ckpt_path (it parses ``--section.key`` options directly)."""
+    return TrainkitCLI.subcommand_parser(
+        subcommand, prog, model_class=model_class, datamodule_class=datamodule_class
+    )
+
+
+def instantiate(
+    parser: LightningArgumentParser, config: Namespace
+) -> tuple[TrainModule, DataModule | None, Trainer]:
+    """Seed, then build model, data module and Trainer from a config ``build_parser``'s parser
+    read, as ``trainkit`` does."""
+    cli = TrainkitCLI.built_from(parser, config, save_config_kwargs={"overwrite": True})
+    return cli.model, cli.datamodule, cli.trainer

@@ -109,7 +109,7 @@ def one_line_parse_errors(prog: str, argv: list[str], hint: str, parser: Any) ->
 def one_line_run_errors(prog: str, also: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
     """Around a Trainer stage: what the Trainer found wrong with the input (and the ``also``
     kinds, for a pre-flight check), as one line."""
-    from trainkit.checkpoint.io import CheckpointError
+    from trainkit.checkpoint.files import CheckpointError
     from trainkit.errors import ConfigError, MisconfigurationError
 
     try:

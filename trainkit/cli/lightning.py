@@ -16,7 +16,7 @@ from typing import Any
 
 from trainkit.cli.argv import print_help_with_classes, typed_device_options, wants_help
 from trainkit.cli.failures import one_line_parse_errors, one_line_run_errors
-from trainkit.cli.parser_setup import CLIParserSetup, trainkit_trainer
+from trainkit.cli.lightning_parsing import CLIParserSetup, trainkit_trainer
 from trainkit.cli.save_config import SaveConfigCallback
 
 ArgsType = list[str] | dict[str, Any] | None

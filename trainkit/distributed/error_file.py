@@ -82,7 +82,7 @@ def leave_failed() -> None:
     waits for the end of the excepthook chain (torch's prefixes and prints what this hook wrote):
     an exit function registered now runs first (last in, first out)."""
     if process_group_is_up():
-        atexit.register(exit_now, 1)
+        atexit.register(exit_without_finalizing, 1)
 
 
 def process_group_is_up() -> bool:
@@ -95,7 +95,7 @@ def process_group_is_up() -> bool:
     )
 
 
-def exit_now(code: int) -> None:
+def exit_without_finalizing(code: int) -> None:
     """Flush the output and end the process without finalization."""
     sys.stdout.flush()
     sys.stderr.flush()

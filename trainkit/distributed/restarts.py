@@ -51,7 +51,7 @@ def restart_checkpoint(ckpt_path: str | None, root: str, is_global_zero: bool) -
     count, who = restart_count()
     if not count:
         return None
-    from trainkit.checkpoint.io import find_checkpoint
+    from trainkit.checkpoint.files import find_checkpoint
 
     found = find_checkpoint(root)
     if is_global_zero:

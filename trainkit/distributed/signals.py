@@ -66,13 +66,13 @@ class StopSignals:
     def _handle(self, signum: int, frame: Any) -> None:
         abort_file = os.environ.get(ABORT_FILE_ENV)
         if abort_file and os.path.exists(abort_file):
-            exit_now(signum, "the launcher is stopping the job after a failure")
+            exit_on_signal(signum, "the launcher is stopping the job after a failure")
         now = time.monotonic()
         if self.received is None:
             self.received, self.received_at = signum, now
             return
         if now - self.received_at >= SAME_NOTICE_SECONDS:
-            exit_now(signum, "second stop signal")
+            exit_on_signal(signum, "second stop signal")
 
 
 def installed_stop_signals() -> StopSignals | None:
@@ -110,7 +110,7 @@ def hold_stop_signals() -> Iterator[None]:
             holder.uninstall()
 
 
-def exit_now(signum: int, why: str) -> None:
+def exit_on_signal(signum: int, why: str) -> None:
     """Leave at once with 128 + signum, saying why and that no checkpoint was written."""
     name = signal.Signals(signum).name
     sys.stderr.write(f"trainkit: {name} ({why}): exiting without a checkpoint\n")

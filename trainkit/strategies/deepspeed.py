@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainkit.checkpoint.io import CheckpointError
+from trainkit.checkpoint.files import CheckpointError
 from trainkit.errors import ConfigError
 from trainkit.strategies.base import Placement
 from trainkit.strategies.parallel import ParallelStrategy

@@ -184,7 +184,7 @@ class FSDPStrategy(ParallelStrategy):
     ) -> dict[str, Any]:
         """A sharded checkpoint folder, once the model is sharded: each rank reads only its own
         shards of the weights and of ``optimizers`` (never the whole model); else the file."""
-        from trainkit.checkpoint.io import SHARDED_META, load_sharded_checkpoint_into
+        from trainkit.checkpoint.files import SHARDED_META, load_sharded_checkpoint_into
 
         if not (self._sharded and (Path(path) / SHARDED_META).is_file()):
             return super().load_checkpoint_file(path, io, weights_only, optimizers)

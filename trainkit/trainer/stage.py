@@ -166,7 +166,7 @@ def log_hyperparams(state: RunState, run_summary: RunSummary | None) -> None:
         return
     import yaml
 
-    from trainkit.checkpoint.io import plain_hparams
+    from trainkit.checkpoint.files import plain_hparams
 
     params = dict(state.module.hparams) if state.module.log_hyperparams else {}
     if state.datamodule is not None:

@@ -17,7 +17,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -30,6 +29,7 @@ from trainkit.distributed.error_file import (
 from trainkit.distributed.launchers.hydra import hydra_rank_command
 from trainkit.distributed.ports import check_port_free, find_free_port
 from trainkit.distributed.rank_board import create_board, explain, read_board
+from trainkit.distributed.rank_env import World, rank_env
 from trainkit.distributed.restarts import Restarts
 from trainkit.distributed.signals import (
     ABORT_FILE_ENV,
@@ -49,21 +49,6 @@ GRACE_SECONDS = 3.0
 POLL_SECONDS = 0.05
 EXITING_SECONDS = 1.0  # how long a rank that raised gets to exit by itself once blamed
 PORT_RETRIES = 3
-
-
-@dataclass(frozen=True)
-class World:
-    """The shape of a job as seen from one node."""
-
-    local_world_size: int
-    num_nodes: int = 1
-    node_rank: int = 0
-    main_address: str = "127.0.0.1"
-    main_port: int = 29500
-
-    @property
-    def world_size(self) -> int:
-        return self.local_world_size * self.num_nodes
 
 
 def current_command() -> list[str]:
@@ -99,21 +84,12 @@ def build_rank_command(
     error_dir: str | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The argv and environment of one local rank (pure: no side effects)."""
-    rank_env = dict(env)
-    rank_env.update(
-        MASTER_ADDR=world.main_address,
-        MASTER_PORT=str(world.main_port),
-        WORLD_SIZE=str(world.world_size),
-        NODE_RANK=str(world.node_rank),
-        LOCAL_RANK=str(local_rank),
-        RANK=str(world.node_rank * world.local_world_size + local_rank),
-        LOCAL_WORLD_SIZE=str(world.local_world_size),
-    )
+    child_env = {**env, **rank_env(world, local_rank)}
     if error_dir is not None:
-        rank_env[ERROR_FILE_ENV] = str(Path(error_dir) / f"rank{local_rank}.json")
-        rank_env[ABORT_FILE_ENV] = str(Path(error_dir) / "abort")
-        rank_env[BOARD_ENV] = str(Path(error_dir) / "rank_board")
-    return list(argv), rank_env
+        child_env[ERROR_FILE_ENV] = str(Path(error_dir) / f"rank{local_rank}.json")
+        child_env[ABORT_FILE_ENV] = str(Path(error_dir) / "abort")
+        child_env[BOARD_ENV] = str(Path(error_dir) / "rank_board")
+    return list(argv), child_env
 
 
 def stop_grace() -> float:
@@ -367,7 +343,7 @@ class RankGroup:
 
     def _report(self, local_rank: int) -> tuple[int, bool]:
         code = self.procs[local_rank].returncode
-        rank = self.world.node_rank * self.world.local_world_size + local_rank
+        rank = self.world.global_rank(local_rank)
         error = self._error(local_rank)
         port_clash = False
         if error:
@@ -386,7 +362,7 @@ class RankGroup:
             f" ({last_line_of(error['traceback'])})" if error else ""
         )
         if (error and is_collective_timeout(error["traceback"])) or code == 128 + signal.SIGABRT:
-            first = self.world.node_rank * self.world.local_world_size
+            first = self.world.global_rank(0)
             explanation = explain(
                 read_board(self.board, first),
                 timed_out=code != 128 + signal.SIGABRT,

@@ -9,11 +9,15 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainkit.distributed.env import detect_trainkit
 from trainkit.distributed.ports import find_free_port
+from trainkit.distributed.rank_env import World, rank_env
 from trainkit.errors import MisconfigurationError
+
+if TYPE_CHECKING:
+    from trainkit.strategies.base import Strategy
 
 
 def unpicklable_path(
@@ -62,7 +66,7 @@ class SpawnLauncher:
     on global rank 0. ``strategy`` in each rank is the launcher's, placed in that rank
     (``Strategy.in_rank``). A failing rank raises here, in the caller."""
 
-    def __init__(self, strategy: Any, start_method: str) -> None:
+    def __init__(self, strategy: Strategy, start_method: str) -> None:
         self.strategy = strategy
         self.start_method = start_method
 
@@ -74,9 +78,16 @@ class SpawnLauncher:
         folder = tempfile.mkdtemp(prefix="trainkit-spawn-")
         result_path = str(Path(folder) / "result.pt")
         try:
+            world = World(
+                local_world_size=strategy.selection.count,
+                num_nodes=strategy.num_nodes,
+                node_rank=int(os.environ.get("NODE_RANK", 0)),
+                main_address=os.environ.get("MASTER_ADDR", "127.0.0.1"),
+                main_port=find_free_port(),
+            )
             mp.start_processes(
                 _run_rank,
-                args=(strategy, fn, args, find_free_port(), result_path),
+                args=(strategy, fn, args, world, result_path),
                 nprocs=strategy.selection.count,
                 start_method=self.start_method,
             )
@@ -86,21 +97,16 @@ class SpawnLauncher:
 
 
 def _run_rank(
-    local_rank: int, strategy: Any, fn: Callable[..., Any], args: tuple, port: int, result: str
+    local_rank: int,
+    strategy: Strategy,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    world: World,
+    result: str,
 ) -> None:
     import torch
 
-    count = strategy.selection.count
-    node_rank = int(os.environ.get("NODE_RANK", 0))
-    os.environ.update(
-        MASTER_ADDR=os.environ.get("MASTER_ADDR", "127.0.0.1"),
-        MASTER_PORT=str(port),
-        WORLD_SIZE=str(count * strategy.num_nodes),
-        NODE_RANK=str(node_rank),
-        LOCAL_RANK=str(local_rank),
-        RANK=str(node_rank * count + local_rank),
-        LOCAL_WORLD_SIZE=str(count),
-    )
+    os.environ.update(rank_env(world, local_rank))
     placed = detect_trainkit(os.environ)  # these variables, whatever job (SLURM...) it runs in
     assert placed is not None
     rank_strategy = strategy.in_rank(placed)

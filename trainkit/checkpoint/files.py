@@ -1,4 +1,5 @@
-"""Checkpoint files: atomic writes, safe (weights_only) loads, and finding ``last``/``best``."""
+"""Checkpoint files and folders: atomic writes, safe (weights_only) loads, sharded checkpoint
+folders, and finding ``last``/``best``. (How the Trainer calls these: ``checkpoint_io.py``.)"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""How a CLI builds its parser: the sections (trainer, model, data, optimizer, lr_scheduler,
-seed_everything), the requested subcommand's parser, and the hooks a subclass overrides."""
+"""LightningCLI's parsing half (``CLIParserSetup``, the base of ``lightning.LightningCLI``): the
+sections it adds to a ``LightningArgumentParser`` (trainer, model, data, optimizer, lr_scheduler,
+seed_everything), the requested subcommand's parser, parsing, and the hooks a subclass overrides."""
 
 from __future__ import annotations
 

@@ -1,0 +1,40 @@
+"""What trainkit's launchers tell each rank they start: the job's shape as one node sees it
+(``World``) and the environment variables made from it (``rank_env``), which the rank reads back
+(``env.detect_trainkit``). The re-executing and the spawning launcher both use these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class World:
+    """The shape of a job as seen from one node, and where rank 0 listens."""
+
+    local_world_size: int
+    num_nodes: int = 1
+    node_rank: int = 0
+    main_address: str = "127.0.0.1"
+    main_port: int = 29500
+
+    @property
+    def world_size(self) -> int:
+        return self.local_world_size * self.num_nodes
+
+    def global_rank(self, local_rank: int) -> int:
+        """The global rank of this node's ``local_rank`` (each node holds consecutive ranks)."""
+        return self.node_rank * self.local_world_size + local_rank
+
+
+def rank_env(world: World, local_rank: int) -> dict[str, str]:
+    """``MASTER_ADDR MASTER_PORT WORLD_SIZE NODE_RANK LOCAL_RANK RANK LOCAL_WORLD_SIZE`` of one
+    local rank of ``world``."""
+    return {
+        "MASTER_ADDR": world.main_address,
+        "MASTER_PORT": str(world.main_port),
+        "WORLD_SIZE": str(world.world_size),
+        "NODE_RANK": str(world.node_rank),
+        "LOCAL_RANK": str(local_rank),
+        "RANK": str(world.global_rank(local_rank)),
+        "LOCAL_WORLD_SIZE": str(world.local_world_size),
+    }
