@@ -54,7 +54,8 @@ class DataModule:
     def save_hyperparameters(self, *names: Any, ignore: str | list[str] | None = None) -> None:
         """Store the ``__init__`` arguments in ``self.hparams`` and checkpoints."""
         frame = inspect.currentframe()
-        init_args = collect_init_args(frame.f_back, self) if frame else {}
+        caller = frame.f_back if frame is not None else None
+        init_args = collect_init_args(caller, self) if caller is not None else {}
         self._hparams = AttributeDict(select_hparams(init_args, names, ignore))
 
 

@@ -47,7 +47,7 @@ class LightningArgumentParser(ArgumentParser):
         nested_key: str,
         subclass_mode: bool = False,
         required: bool = True,
-    ) -> list[str]:
+    ) -> list[str] | None:
         """Add a Trainer, module, data module or callback class's arguments under
         ``nested_key``; a callback built from them joins the Trainer's callbacks."""
         if callable(lightning_class) and not isinstance(lightning_class, type):

@@ -100,9 +100,12 @@ def one_line_parse_errors(prog: str, argv: list[str], hint: str, parser: Any) ->
 
         inner = config_error_inside(err)
         rejected = raised_in_init(err, str(err)) if inner is None else None
-        if inner is None and rejected is None:
+        if inner is not None:
+            fail(str(inner), prog)
+        elif rejected is not None:
+            fail(rejected, prog)
+        else:
             raise
-        fail(str(inner) if inner is not None else rejected, prog)
 
 
 @contextlib.contextmanager

@@ -186,8 +186,8 @@ class LightningCLI(CLIParserSetup):
                 "at most one of each with link_to='AUTOMATIC'",
                 "link the others to model arguments (link_to=...) and write configure_optimizers",
             )
-        optimizer_init = self._section_init(parser.optimizer_keys, optimizers)
-        scheduler_init = self._section_init(parser.lr_scheduler_keys, schedulers)
+        optimizer_init = plain(self._section_init(parser.optimizer_keys, optimizers))
+        scheduler_init = plain(self._section_init(parser.lr_scheduler_keys, schedulers))
         if not optimizer_init:
             if scheduler_init:
                 raise ConfigError(
@@ -198,7 +198,7 @@ class LightningCLI(CLIParserSetup):
                 )
             return
         self.model.configure_optimizers = ConfiguredOptimizers(
-            self.model, plain(optimizer_init), plain(scheduler_init), self.configure_optimizers
+            self.model, optimizer_init, scheduler_init, self.configure_optimizers
         )
 
     def _section_init(self, registry: dict[str, tuple[Any, str]], keys: list[str]) -> Any:

@@ -53,6 +53,7 @@ class CLIParserSetup:
         self.subclass_mode_data = datamodule_class is None or subclass_mode_data
         self.prog = program_name()
         self.result: Any = None
+        self.subcommand: str | None = None  # the subcommand being run (None: run=False)
 
     @classmethod
     def subcommand_parser(cls, subcommand: str, prog: str, **options: Any) -> Any:
@@ -177,8 +178,10 @@ class CLIParserSetup:
         trainer_class = self.trainer_class
         if not isinstance(trainer_class, type):
             trainer_class = class_from_function(trainer_class)
-        subcommands = parser.add_subcommands()
         name = self.subcommand
+        if name is None:  # run=False: nothing to run, no subcommand to register
+            return
+        subcommands = parser.add_subcommands()
         options = dict(kwargs.get(name, {}))
         options.setdefault("description", SUBCOMMANDS.get(name, ""))
         subparser = self._prepare_subcommand_parser(trainer_class, name, **options)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch.optim import Optimizer
@@ -18,11 +18,11 @@ class ReduceLROnPlateau(torch.optim.lr_scheduler.ReduceLROnPlateau):
         self,
         optimizer: Optimizer,
         monitor: str = "val_loss",
-        mode: str = "min",
+        mode: Literal["min", "max"] = "min",
         factor: float = 0.1,
         patience: int = 10,
         threshold: float = 1e-4,
-        threshold_mode: str = "rel",
+        threshold_mode: Literal["rel", "abs"] = "rel",
         cooldown: int = 0,
         min_lr: float | list[float] = 0.0,
         eps: float = 1e-8,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -14,7 +14,7 @@ from trainkit.errors import MisconfigurationError
 from trainkit.loggers.base import Logger, next_version
 from trainkit.loops.hooks import HookDispatcher
 from trainkit.loops.metric_hub import MetricHub
-from trainkit.loops.state import LoopLimits, RunState
+from trainkit.loops.state import Hooks, LoopLimits, Metrics, RunState
 from trainkit.loops.training_step import TrainingStep
 from trainkit.module import TrainModule, defines_optimizers
 from trainkit.optim import parse_optimizers
@@ -41,8 +41,9 @@ def new_run_state(
         limits=limits,
         strategy=strategy,
         precision=precision,
-        hooks=None,
-        metrics=None,
+        # the dispatcher and the hub receive the state itself: set right below
+        hooks=cast(Hooks, None),
+        metrics=cast(Metrics, None),
         profiler=profiler,
         board=RankBoard(),
         callbacks=callbacks,
@@ -156,7 +157,7 @@ def resolve_log_dir(state: RunState) -> None:
         state.log_dir = first.log_dir
     else:
         state.log_dir = state.default_root_dir
-    if strategy.is_global_zero:  # the CLI's SaveConfigCallback writes config.yaml there
+    if strategy.is_global_zero and state.log_dir is not None:  # SaveConfigCallback writes there
         Path(state.log_dir).mkdir(parents=True, exist_ok=True)
 
 
@@ -172,7 +173,7 @@ def log_hyperparams(state: RunState, run_summary: RunSummary | None) -> None:
     if state.datamodule is not None:
         params.update(state.datamodule.hparams)
     params = plain_hparams(params)
-    if state.loggers:
+    if state.loggers and state.log_dir is not None:
         (Path(state.log_dir) / "hparams.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     if run_summary is not None:
         params.update(run_summary.as_hparams())  # the startup table, in the loggers only

@@ -14,8 +14,9 @@ def hydra_rank_command() -> list[str] | None:
     this process is not a Hydra app."""
     if "hydra" not in sys.modules:
         return None
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.utils import to_absolute_path
+    # hydra-core is the user's (a Hydra app imported it), not a trainkit dependency
+    from hydra.core.hydra_config import HydraConfig  # pyright: ignore[reportMissingImports]
+    from hydra.utils import to_absolute_path  # pyright: ignore[reportMissingImports]
 
     if not HydraConfig.initialized():
         return None

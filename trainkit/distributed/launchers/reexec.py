@@ -212,7 +212,7 @@ class RankGroup:
             return self._report(failed)
         codes = [proc.returncode for proc in self.procs]
         name = signal.Signals(self._signalled).name if self._signalled else ""
-        if self._forced:
+        if self._forced and self._signalled is not None:  # forced by a signal
             why = (
                 f"second {name}"
                 if self._forced == "signal"
@@ -306,14 +306,13 @@ class RankGroup:
             if errors[rank] is None and self.procs[rank].returncode == -signal.SIGABRT
         ]
         silent = [rank for rank in failed if errors[rank] is None and rank not in aborted]
-        raised = sorted(
-            (rank for rank, error in errors.items() if error), key=lambda r: errors[r]["time"]
-        )
-        own = [rank for rank in raised if not is_communication_error(errors[rank]["traceback"])]
+        reports = {rank: error for rank, error in errors.items() if error}
+        raised = sorted(reports, key=lambda r: reports[r]["time"])
+        own = [rank for rank in raised if not is_communication_error(reports[rank]["traceback"])]
         timeouts = [
             rank
             for rank in raised
-            if is_collective_timeout(last_line_of(errors[rank]["traceback"]))
+            if is_collective_timeout(last_line_of(reports[rank]["traceback"]))
         ]
         for candidates in (silent, own, aborted, timeouts, raised, failed):
             if candidates:
