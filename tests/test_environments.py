@@ -93,8 +93,16 @@ def test_open_mpi():
 
 
 def test_trainkit_child():
+    """A rank of trainkit's launcher is recognised by the mark the launcher sets."""
     env = detect_environment(
-        {"LOCAL_RANK": "1", "WORLD_SIZE": "2", "RANK": "1", "MASTER_PORT": "5555"}
+        {
+            "TRAINKIT_LAUNCHED": "1",
+            "LOCAL_RANK": "1",
+            "WORLD_SIZE": "2",
+            "RANK": "1",
+            "LOCAL_WORLD_SIZE": "2",
+            "MASTER_PORT": "5555",
+        }
     )
     assert (env.name, env.global_rank, env.main_port) == ("trainkit", 1, 5555)
 

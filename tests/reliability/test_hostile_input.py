@@ -148,6 +148,39 @@ CASES: dict[str, tuple[list[str], dict[str, str], str]] = {
         {"TRAINKIT_DISTRIBUTED_BACKEND": "carrier-pigeon"},
         "'carrier-pigeon'",
     ),
+    # rank variables no launcher set (a stale shell, a copied job script): no wait for peers
+    "rank variables left in the shell": (
+        FIT,
+        {"LOCAL_RANK": "0", "WORLD_SIZE": "2"},
+        "rank variables 'WORLD_SIZE=2 LOCAL_RANK=0'",
+    ),
+    "a negative LOCAL_RANK": (FIT, {"LOCAL_RANK": "-1", "WORLD_SIZE": "2"}, "LOCAL_RANK '-1'"),
+    "a RANK outside WORLD_SIZE": (
+        [*FIT, "--trainer.devices", "2"],
+        {"RANK": "5", "WORLD_SIZE": "2", "LOCAL_RANK": "0"},
+        "'WORLD_SIZE=2 RANK=5 LOCAL_RANK=0'",
+    ),
+    "WORLD_SIZE not a number": (FIT, {"WORLD_SIZE": "abc"}, "WORLD_SIZE 'abc'"),
+    "MASTER_PORT out of range": (
+        [*FIT, "--trainer.devices", "2"],
+        {"MASTER_PORT": "99999"},
+        "MASTER_PORT '99999'; expected a port number 1-65535",
+    ),
+    "MASTER_PORT not a number": (
+        [*FIT, "--trainer.devices", "2"],
+        {"MASTER_PORT": "abc"},
+        "MASTER_PORT 'abc'",
+    ),
+    "MASTER_ADDR that resolves nowhere": (
+        [*FIT, "--trainer.devices", "2"],
+        {"MASTER_ADDR": "nohost.invalid"},
+        "MASTER_ADDR 'nohost.invalid'; expected the host name or address of rank 0's node",
+    ),
+    "NODE_RANK beyond num_nodes": (
+        [*FIT, "--trainer.devices", "2"],
+        {"NODE_RANK": "3"},
+        "NODE_RANK 3; expected a node index below trainer.num_nodes (1)",
+    ),
     "collective timeout not a number": (
         [*FIT, "--trainer.devices", "2"],
         {"TRAINKIT_COLLECTIVE_TIMEOUT": "soon"},
@@ -213,6 +246,16 @@ def test_a_taken_master_port_is_named_before_any_rank_starts(run_cli):
         f"trainkit: error: MASTER_PORT {port}; expected a free port on 127.0.0.1; Address already "
         "in use; unset MASTER_PORT to let trainkit pick one"
     )
+
+
+@pytest.mark.timeout(120)
+def test_rank_variables_left_in_a_shell_end_in_one_line_not_a_hang(run_cli):
+    """The reported command, as a real process: before, it printed nothing and never ended."""
+    result = run_cli(*FIT, timeout=90, env=cli_env(LOCAL_RANK="0", WORLD_SIZE="2"))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("trainkit: error: rank variables"), lines
+    assert "unset WORLD_SIZE LOCAL_RANK" in lines[0]
 
 
 @pytest.mark.timeout(60)

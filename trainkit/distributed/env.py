@@ -7,9 +7,11 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from trainkit.distributed import slurm
-from trainkit.distributed.signals import ERROR_FILE_ENV
+from trainkit.distributed.ports import check_resolvable
+from trainkit.distributed.signals import LAUNCHED_ENV
 from trainkit.errors import ConfigError
 
 
@@ -40,30 +42,74 @@ class ClusterEnvironment:
         return self.name not in ("none", "slurm-node")
 
 
-def _int(env: Mapping[str, str], key: str, default: int = 0) -> int:
+RANK_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
+
+
+def _int(env: Mapping[str, str], key: str, default: int = 0, low: int = 0) -> int:
+    """The integer in ``key`` (``default`` when unset); anything else is a one-line error."""
     value = env.get(key)
-    return int(value) if value not in (None, "") else default
+    if value is None or value.strip() == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = low - 1
+    if number < low:
+        raise ConfigError(
+            key,
+            value,
+            f"an integer >= {low}",
+            f"fix or unset {key} in the environment that started trainkit",
+        )
+    return number
 
 
 def _port(env: Mapping[str, str], derived: int) -> tuple[int, bool]:
     """MASTER_PORT when the user set it (fixed), else the derived port."""
-    value = env.get("MASTER_PORT", "")
-    return (int(value), True) if value.isdigit() else (derived, False)
+    value = env.get("MASTER_PORT", "").strip()
+    if not value:
+        return derived, False
+    port = int(value) if value.isdigit() else 0
+    if not 0 < port < 65536:
+        raise ConfigError(
+            "MASTER_PORT",
+            value,
+            "a port number 1-65535",
+            "unset it to let trainkit pick a free port (or use a free port above 1024)",
+        )
+    return port, True
+
+
+def _check_ranks(launcher: str, world: int, rank: int, local_rank: int, local_size: int) -> None:
+    """Ranks inside their world: 0 <= RANK < WORLD_SIZE, 0 <= LOCAL_RANK < LOCAL_WORLD_SIZE."""
+    for name, value, size, size_name in (
+        ("RANK", rank, world, "WORLD_SIZE"),
+        ("LOCAL_RANK", local_rank, local_size, "LOCAL_WORLD_SIZE"),
+    ):
+        if value >= size:
+            raise ConfigError(
+                name,
+                str(value),
+                f"a rank below {size_name}={size}",
+                f"the variables {launcher} set disagree; start the job again with it",
+            )
 
 
 def detect_torchelastic(env: Mapping[str, str]) -> ClusterEnvironment | None:
     if "TORCHELASTIC_RUN_ID" not in env:
         return None
-    world, local = _int(env, "WORLD_SIZE", 1), _int(env, "LOCAL_WORLD_SIZE", 1)
+    world, local = _int(env, "WORLD_SIZE", 1, low=1), _int(env, "LOCAL_WORLD_SIZE", 1, low=1)
+    rank, local_rank = _int(env, "RANK"), _int(env, "LOCAL_RANK")
+    _check_ranks("torchrun", world, rank, local_rank, local)
     return ClusterEnvironment(
         "torchrun",
         world,
-        _int(env, "RANK"),
-        _int(env, "LOCAL_RANK"),
+        rank,
+        local_rank,
         _int(env, "GROUP_RANK"),
         local,
         env.get("MASTER_ADDR", "127.0.0.1"),
-        _int(env, "MASTER_PORT"),
+        _port(env, 0)[0],
         num_nodes=max(1, world // max(1, local)),
     )
 
@@ -170,49 +216,96 @@ def _mpi_environment(
 
 
 def detect_trainkit(env: Mapping[str, str]) -> ClusterEnvironment | None:
-    if "LOCAL_RANK" not in env or "WORLD_SIZE" not in env:
+    """A rank that trainkit's own launcher started (it sets TRAINKIT_LAUNCHED)."""
+    if LAUNCHED_ENV not in env:
         return None
-    world, local = _int(env, "WORLD_SIZE", 1), _int(env, "LOCAL_WORLD_SIZE", 1)
+    world, local = _int(env, "WORLD_SIZE", 1, low=1), _int(env, "LOCAL_WORLD_SIZE", 1, low=1)
+    rank, local_rank = _int(env, "RANK"), _int(env, "LOCAL_RANK")
+    _check_ranks("trainkit's launcher", world, rank, local_rank, local)
     return ClusterEnvironment(
         "trainkit",
         world,
-        _int(env, "RANK"),
-        _int(env, "LOCAL_RANK"),
+        rank,
+        local_rank,
         _int(env, "NODE_RANK"),
         local,
         env.get("MASTER_ADDR", "127.0.0.1"),
-        _int(env, "MASTER_PORT"),
+        _port(env, 0)[0],
         num_nodes=max(1, world // max(1, local)),
     )
 
 
-DETECTORS = (detect_torchelastic, detect_open_mpi, detect_slurm, detect_pmi, detect_trainkit)
+DETECTORS = (detect_torchelastic, detect_open_mpi, detect_slurm, detect_pmi)
+
+
+def refuse_stale_rank_variables(env: Mapping[str, str]) -> None:
+    """Rank variables with no launcher behind them (left in a shell, or copied from a job
+    script) would make this lone process wait for peers that never start: one line instead.
+    A world of one (WORLD_SIZE=1, ranks 0) is what a lone process is, and passes."""
+    given = {key: env[key] for key in RANK_VARIABLES if env.get(key, "").strip()}
+    if not given:
+        return
+    world, rank = _int(env, "WORLD_SIZE", 1, low=1), _int(env, "RANK")
+    local_rank, local_size = _int(env, "LOCAL_RANK"), _int(env, "LOCAL_WORLD_SIZE", 1, low=1)
+    if (world, rank, local_rank, local_size) == (1, 0, 0, 1):
+        return
+    raise ConfigError(
+        "rank variables",
+        " ".join(f"{key}={value}" for key, value in given.items()),
+        "them only in ranks a launcher started (torchrun, srun, mpirun); none started this "
+        "process, which would wait for its peers forever",
+        f"unset {' '.join(given)} (trainkit starts its own ranks from trainer.devices and "
+        "trainer.num_nodes), or start the job with torchrun",
+    )
 
 
 def detect_environment(env: Mapping[str, str] | None = None) -> ClusterEnvironment:
     """The first environment whose variables are present, else a lone process ("none").
     A rank of trainkit's own launcher is always "trainkit", whatever job it runs in."""
     env = os.environ if env is None else env
-    if ERROR_FILE_ENV in env:
-        found = detect_trainkit(env)
-        if found is not None:
-            return found
+    found = detect_trainkit(env)
+    if found is not None:
+        return found
     for detector in DETECTORS:
         found = detector(env)
         if found is not None:
             return found
+    refuse_stale_rank_variables(env)
     return ClusterEnvironment("none")
 
 
-def node_placement(cluster: ClusterEnvironment, env: Mapping[str, str]) -> tuple[int, str, str]:
+class NodePlacement(NamedTuple):
+    """Where this node's launcher stands in the job."""
+
+    node_rank: int
+    main_address: str  # rank 0's node
+    port: str  # the port every node agreed on; "" when this node alone picks a free one
+
+
+def node_placement(
+    cluster: ClusterEnvironment, env: Mapping[str, str], num_nodes: int
+) -> NodePlacement:
     """Where trainkit's launcher on this node stands: its node rank, rank 0's address, and the
-    port every node agreed on ("" when this node alone picks a free one)."""
-    port = env.get("MASTER_PORT", "")
+    port every node agreed on ("" when this node alone picks a free one). Each is checked
+    here, before any rank starts (both launchers ask): a bad one would make the ranks wait."""
+    given_port, fixed = _port(env, 0)  # a bad MASTER_PORT fails here, before any rank starts
+    port = str(given_port) if fixed else ""
     if cluster.name == "slurm-node":  # one srun task per node: its place in the step
         if not port and cluster.num_nodes > 1:
             port = str(cluster.main_port)  # derived from the job and step, the same on each node
-        return cluster.node_rank, cluster.main_address, port
-    return _int(env, "NODE_RANK"), env.get("MASTER_ADDR", "127.0.0.1"), port
+        return NodePlacement(cluster.node_rank, cluster.main_address, port)
+    node_rank = _int(env, "NODE_RANK")
+    if node_rank >= num_nodes:
+        raise ConfigError(
+            "NODE_RANK",
+            node_rank,
+            f"a node index below trainer.num_nodes ({num_nodes})",
+            "set NODE_RANK to 0 on the first machine, 1 on the second, ...",
+        )
+    address = env.get("MASTER_ADDR", "").strip() or "127.0.0.1"
+    if address != "127.0.0.1":
+        check_resolvable(address)
+    return NodePlacement(node_rank, address, port)
 
 
 def output_is_terminal() -> bool:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainkit.distributed.signals import LAUNCHED_ENV
+
 
 @dataclass(frozen=True)
 class World:
@@ -28,8 +30,9 @@ class World:
 
 def rank_env(world: World, local_rank: int) -> dict[str, str]:
     """``MASTER_ADDR MASTER_PORT WORLD_SIZE NODE_RANK LOCAL_RANK RANK LOCAL_WORLD_SIZE`` of one
-    local rank of ``world``."""
+    local rank of ``world``, and the mark that trainkit's launcher started it."""
     return {
+        LAUNCHED_ENV: "1",
         "MASTER_ADDR": world.main_address,
         "MASTER_PORT": str(world.main_port),
         "WORLD_SIZE": str(world.world_size),

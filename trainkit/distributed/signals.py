@@ -23,6 +23,9 @@ BOARD_ENV = "TRAINKIT_RANK_BOARD"  # the shared-memory file each rank marks its 
 STOP_GRACE_ENV = "TRAINKIT_STOP_GRACE"  # seconds ranks get to save and exit after a stop signal
 DEFAULT_STOP_GRACE = 120.0
 RESTART_ENV = "TRAINKIT_RESTART_COUNT"  # set by trainkit's launcher in restarted ranks (1, 2, ...)
+# set by trainkit's launchers (re-executing and spawning) in every rank they start: a rank of
+# trainkit is recognised by this, never by LOCAL_RANK/WORLD_SIZE a shell may still hold
+LAUNCHED_ENV = "TRAINKIT_LAUNCHED"
 
 
 class StopSignals:

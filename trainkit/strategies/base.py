@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +13,7 @@ import torch
 from torch import nn
 
 from trainkit.devices import DeviceSelection
-from trainkit.distributed.env import ClusterEnvironment
+from trainkit.distributed.env import ClusterEnvironment, NodePlacement, node_placement
 from trainkit.distributed.launchers import Launcher
 from trainkit.scaling import BatchLoading
 
@@ -169,7 +170,12 @@ class Strategy:
 
         if self.cluster.external or not max_restarts or not can_reexecute():
             return None
-        return ReexecLauncher(self, max_restarts)
+        return ReexecLauncher(self, self.node_placement(), max_restarts)
+
+    def node_placement(self) -> NodePlacement:
+        """This node's place in the job (NODE_RANK, MASTER_ADDR, MASTER_PORT), each checked:
+        a bad one fails here in one line, before any rank starts."""
+        return node_placement(self.cluster, os.environ, self.num_nodes)
 
     @property
     def num_processes(self) -> int:

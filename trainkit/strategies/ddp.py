@@ -165,4 +165,4 @@ class DDPSpawnStrategy(DDPStrategy):
                 f"0 with strategy {self.name} (restarts re-run the command per rank)",
                 "use strategy ddp from a script file or the trainkit command",
             )
-        return SpawnLauncher(self, self.start_method)
+        return SpawnLauncher(self, self.start_method, self.node_placement())

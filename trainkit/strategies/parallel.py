@@ -142,8 +142,9 @@ class ParallelStrategy(Strategy):
         from trainkit.distributed.launchers.reexec import ReexecLauncher, can_reexecute
         from trainkit.distributed.launchers.spawn import SpawnLauncher
 
+        node = self.node_placement()
         if can_reexecute():
-            return ReexecLauncher(self, max_restarts)
+            return ReexecLauncher(self, node, max_restarts)
         if max_restarts:
             raise ConfigError(
                 "trainer.max_restarts",
@@ -158,7 +159,7 @@ class ParallelStrategy(Strategy):
             file=sys.stderr,
             flush=True,
         )
-        return SpawnLauncher(twin, "fork")
+        return SpawnLauncher(twin, "fork", node)
 
     def forked_twin(self) -> ParallelStrategy:
         """The strategy that ranks forked from an interactive session run (default: this one)."""

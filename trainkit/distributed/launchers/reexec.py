@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from trainkit.distributed.env import node_placement
+from trainkit.distributed.env import NodePlacement
 from trainkit.distributed.error_file import (
     is_collective_timeout,
     is_communication_error,
@@ -44,6 +44,7 @@ from trainkit.distributed.signals import (
     die_with_parent,
     held_stop_signal,
 )
+from trainkit.errors import ConfigError
 
 GRACE_SECONDS = 3.0
 POLL_SECONDS = 0.05
@@ -102,8 +103,6 @@ def stop_grace() -> float:
     except ValueError:
         grace = -1.0
     if not grace > 0:
-        from trainkit.errors import ConfigError
-
         raise ConfigError(STOP_GRACE_ENV, value, "seconds > 0", "unset it for 120")
     return grace
 
@@ -115,20 +114,21 @@ class ReexecLauncher:
     A failed job starts again, every rank from the newest checkpoint, up to ``max_restarts``
     times."""
 
-    def __init__(self, strategy: Any, max_restarts: int = 0) -> None:
+    def __init__(self, strategy: Any, node: NodePlacement, max_restarts: int = 0) -> None:
         self.strategy = strategy
+        self.node = node  # checked when the strategy chose this launcher
         self.max_restarts = max_restarts
 
     def launch(self, fn: Callable[..., Any] | None = None, *args: Any) -> NoReturn:
         """Never returns: this process only watches the ranks it starts and ends with the
         job's exit code; ``fn`` runs in the re-executed ranks when they reach the same call."""
-        raise SystemExit(launch_ranks(self.strategy, self.max_restarts))
+        raise SystemExit(launch_ranks(self.strategy, self.node, self.max_restarts))
 
 
-def launch_ranks(strategy: Any, max_restarts: int = 0) -> int:
+def launch_ranks(strategy: Any, node: NodePlacement, max_restarts: int = 0) -> int:
     """Run every local rank of this node (again after a failure, while restarts are left);
     return the job's exit code."""
-    node_rank, address, env_port = node_placement(strategy.cluster, os.environ)
+    node_rank, address, env_port = node
     world = World(
         local_world_size=strategy.processes_per_node,
         num_nodes=strategy.num_nodes,

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainkit.distributed.env import detect_trainkit
+from trainkit.distributed.env import NodePlacement, detect_trainkit
 from trainkit.distributed.ports import find_free_port
 from trainkit.distributed.rank_env import World, rank_env
 from trainkit.errors import MisconfigurationError
@@ -66,9 +66,10 @@ class SpawnLauncher:
     on global rank 0. ``strategy`` in each rank is the launcher's, placed in that rank
     (``Strategy.in_rank``). A failing rank raises here, in the caller."""
 
-    def __init__(self, strategy: Strategy, start_method: str) -> None:
+    def __init__(self, strategy: Strategy, start_method: str, node: NodePlacement) -> None:
         self.strategy = strategy
         self.start_method = start_method
+        self.node = node  # checked when the strategy chose this launcher
 
     def launch(self, fn: Callable[..., Any], *args: Any) -> Any:
         import torch
@@ -78,12 +79,13 @@ class SpawnLauncher:
         folder = tempfile.mkdtemp(prefix="trainkit-spawn-")
         result_path = str(Path(folder) / "result.pt")
         try:
+            node_rank, address, port = self.node
             world = World(
                 local_world_size=strategy.selection.count,
                 num_nodes=strategy.num_nodes,
-                node_rank=int(os.environ.get("NODE_RANK", 0)),
-                main_address=os.environ.get("MASTER_ADDR", "127.0.0.1"),
-                main_port=find_free_port(),
+                node_rank=node_rank,
+                main_address=address,
+                main_port=int(port) if port else find_free_port(),
             )
             mp.start_processes(
                 _run_rank,
