@@ -279,9 +279,9 @@ class ModelCheckpoint(Checkpoint):
         self.best_k_models[filepath] = current
         worst, best = (max, min) if self.mode == "min" else (min, max)
         if len(self.best_k_models) == k:
-            self.kth_best_model_path = worst(self.best_k_models, key=self.best_k_models.get)
+            self.kth_best_model_path = worst(self.best_k_models, key=self.best_k_models.__getitem__)
             self.kth_value = self.best_k_models[self.kth_best_model_path]
-        self.best_model_path = best(self.best_k_models, key=self.best_k_models.get)
+        self.best_model_path = best(self.best_k_models, key=self.best_k_models.__getitem__)
         self.best_model_score = self.best_k_models[self.best_model_path]
         if self.verbose:
             rank_zero_info(
@@ -317,7 +317,13 @@ class ModelCheckpoint(Checkpoint):
 
     def _removable(self, previous: str, current: str) -> bool:
         kept = previous in self.best_k_models or previous == self.last_model_path
-        return previous != current and not kept and files.inside(self.dirpath, previous)
+        folder = self.dirpath  # set in setup: only files inside it are ever removed
+        return (
+            previous != current
+            and not kept
+            and folder is not None
+            and files.inside(folder, previous)
+        )
 
     # ---- names ---------------------------------------------------------------------------------
     def format_checkpoint_name(

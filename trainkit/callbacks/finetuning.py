@@ -202,8 +202,9 @@ class BaseFinetuning(Callback):
                 params[name].requires_grad = trainable
         modules = dict(pl_module.named_modules())
         for name, tracking in self._tracking.items():
-            if name in modules:
-                modules[name].track_running_stats = tracking
+            module = modules.get(name)
+            if isinstance(module, _BatchNorm):  # the names were recorded from BatchNorm layers
+                module.track_running_stats = tracking
         self._restarting = False
 
 
@@ -291,7 +292,7 @@ class BackboneFinetuning(BaseFinetuning):
             initial = self.backbone_initial_lr
             if initial is None:
                 initial = current_lr * self.backbone_initial_ratio_lr
-            self.previous_backbone_lr = initial
+            self.previous_backbone_lr = backbone_lr = initial
             self.unfreeze_and_add_param_group(
                 pl_module.backbone,
                 optimizer,
@@ -304,11 +305,11 @@ class BackboneFinetuning(BaseFinetuning):
             if self.should_align and next_lr > current_lr:
                 next_lr = current_lr
             optimizer.param_groups[-1]["lr"] = next_lr
-            self.previous_backbone_lr = next_lr
+            self.previous_backbone_lr = backbone_lr = next_lr
         else:
             return
         if self.verbose:
             rank_zero_info(
                 f"Current lr: {round(current_lr, self.rounding)}, "
-                f"Backbone lr: {round(self.previous_backbone_lr, self.rounding)}"
+                f"Backbone lr: {round(backbone_lr, self.rounding)}"
             )

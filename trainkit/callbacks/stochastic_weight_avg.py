@@ -14,7 +14,8 @@ from trainkit.callbacks.base import Callback
 from trainkit.distributed.comm import rank_zero_info
 from trainkit.errors import ConfigError, MisconfigurationError
 
-AverageFn = Callable[[Tensor, Tensor, Tensor], Tensor]
+# (averaged parameter, current parameter, models averaged so far) -> the new average
+AverageFn = Callable[[Tensor, Tensor, Tensor | int], Tensor]
 
 
 class StochasticWeightAveraging(Callback):
@@ -75,7 +76,7 @@ class StochasticWeightAveraging(Callback):
         self._swa_lrs = [float(lr) for lr in lrs] if isinstance(swa_lrs, list) else float(swa_lrs)
         self._swa_epoch_start = swa_epoch_start
         self._annealing_epochs = annealing_epochs
-        self._annealing_strategy = annealing_strategy
+        self._annealing_strategy: Literal["cos", "linear"] = annealing_strategy
         self._avg_fn = avg_fn
         self._device = device
         self._max_epochs: int | None = None
@@ -169,7 +170,8 @@ class StochasticWeightAveraging(Callback):
             lrs = [lrs] * len(optimizer.param_groups)
         self._swa_scheduler = SWALR(
             optimizer,
-            swa_lr=lrs,
+            # torch annotates swa_lr as float, but SWALR takes one per group too (its docstring)
+            swa_lr=lrs,  # pyright: ignore[reportArgumentType]
             anneal_epochs=self._annealing_epochs,
             anneal_strategy=self._annealing_strategy,
         )

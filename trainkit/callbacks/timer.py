@@ -121,20 +121,20 @@ class Timer(Callback):
 
     def on_fit_start(self, trainer: Any, module: Any) -> None:
         if self._duration is not None:  # a resumed run may have no time left
-            self._check_time_remaining(trainer)
+            self._check_time_remaining(trainer, self._duration)
 
     def on_train_batch_end(
         self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         if self._interval == "step" and self._duration is not None:
-            self._check_time_remaining(trainer)
+            self._check_time_remaining(trainer, self._duration)
 
     def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
         if self._interval == "epoch" and self._duration is not None:
-            self._check_time_remaining(trainer)
+            self._check_time_remaining(trainer, self._duration)
 
-    def _check_time_remaining(self, trainer: Any) -> None:
-        should_stop = bool(trainer.strategy.broadcast(self.time_elapsed() >= self._duration))
+    def _check_time_remaining(self, trainer: Any, duration: float) -> None:
+        should_stop = bool(trainer.strategy.broadcast(self.time_elapsed() >= duration))
         if not should_stop:
             return
         trainer.should_stop = True
