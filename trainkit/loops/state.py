@@ -206,8 +206,8 @@ class RunState:
 
     # While a stage runs the Trainer has set these handles; the loops read them through the
     # accessors below (once per loop method, never per batch), which say so if one is missing.
-    def require_module(self) -> TrainModule:
-        """The module of the running stage (a RuntimeError before the stage set it up)."""
+    def require_module(self) -> Any:
+        """The TrainModule of the running stage (a RuntimeError before the stage set it up)."""
         if self.module is None:
             raise RuntimeError("no module in the run state: the stage has not set it up yet")
         return self.module
