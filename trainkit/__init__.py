@@ -6,7 +6,7 @@ Importing trainkit is cheap: the names below load on first use.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -34,7 +34,49 @@ _LAZY = {
     "PREEMPTED_EXIT_CODE": "trainkit.distributed.signals",
 }
 
-__all__ = [*_LAZY, "__version__"]
+if TYPE_CHECKING:  # what type checkers and editors see; at run time each loads on first use
+    from trainkit.callbacks.base import Callback
+    from trainkit.callbacks.checkpoint import ModelCheckpoint
+    from trainkit.callbacks.early_stopping import EarlyStopping
+    from trainkit.callbacks.lr_monitor import LearningRateMonitor
+    from trainkit.callbacks.progress import ProgressBar
+    from trainkit.cli.command import TrainkitCLI
+    from trainkit.datamodule import DataModule, LightningDataModule
+    from trainkit.devices import parse_devices
+    from trainkit.distributed.comm import barrier, rank_zero_info, rank_zero_only
+    from trainkit.distributed.signals import PREEMPTED_EXIT_CODE
+    from trainkit.loggers.csv import CSVLogger
+    from trainkit.loggers.mlflow import MLFlowLogger
+    from trainkit.loggers.tensorboard import TensorBoardLogger
+    from trainkit.loggers.wandb import WandbLogger
+    from trainkit.module import LightningModule, TrainModule
+    from trainkit.seed import seed_everything
+    from trainkit.trainer import Trainer
+
+__all__ = [
+    "PREEMPTED_EXIT_CODE",
+    "CSVLogger",
+    "Callback",
+    "DataModule",
+    "EarlyStopping",
+    "LearningRateMonitor",
+    "LightningDataModule",
+    "LightningModule",
+    "MLFlowLogger",
+    "ModelCheckpoint",
+    "ProgressBar",
+    "TensorBoardLogger",
+    "TrainModule",
+    "Trainer",
+    "TrainkitCLI",
+    "WandbLogger",
+    "__version__",
+    "barrier",
+    "parse_devices",
+    "rank_zero_info",
+    "rank_zero_only",
+    "seed_everything",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -45,7 +45,10 @@ def compile_forward(module: nn.Module, how: dict[str, Any] | Callable[[Any], Any
     """Compile ``module.forward`` in place with torch.compile's arguments ``how`` or a user's
     compiler; recompilations are logged with their reason."""
     import torch
-    from torch._logging import set_logs  # torch's documented switch for TORCH_LOGS
+
+    # torch's documented switch for TORCH_LOGS; torch._logging re-exports it without an
+    # __all__, so its stubs call it private
+    from torch._logging import set_logs  # pyright: ignore[reportPrivateImportUsage]
 
     set_logs(recompiles=True)
     compiler = how if callable(how) else functools.partial(torch.compile, **how)

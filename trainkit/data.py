@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
+from collections.abc import Sized
+from typing import Any, cast
 
 from torch.utils.data import (
     DataLoader,
@@ -47,7 +48,8 @@ def prepare_loader(
         return loader
     sampler = None
     if unshuffled and isinstance(loader.sampler, RandomSampler):
-        sampler = SequentialSampler(loader.dataset)
+        # a map-style dataset (a RandomSampler draws from its length)
+        sampler = SequentialSampler(cast(Sized, loader.dataset))
     if sampler_kwargs and use_distributed_sampler and _needs_sampler(loader):
         shuffle = train and isinstance(loader.sampler, RandomSampler) and not unshuffled
         seed = int(os.environ.get("TRAINKIT_GLOBAL_SEED", 0))
@@ -112,7 +114,7 @@ def set_sampler_epoch(loader: Any, epoch: int) -> None:
     """Call ``set_epoch`` on the loader's sampler(s) so each epoch shuffles differently."""
     for holder in (getattr(loader, "sampler", None), getattr(loader, "batch_sampler", None)):
         for candidate in (holder, getattr(holder, "sampler", None)):
-            if hasattr(candidate, "set_epoch"):
+            if candidate is not None and hasattr(candidate, "set_epoch"):
                 candidate.set_epoch(epoch)
                 return
 

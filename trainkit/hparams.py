@@ -21,7 +21,7 @@ class AttributeDict(dict):
         self[key] = value
 
 
-def collect_init_args(frame: FrameType, target: object) -> dict[str, Any]:
+def collect_init_args(frame: FrameType | None, target: object) -> dict[str, Any]:
     """Arguments of every ``__init__`` of ``target`` on the stack; a subclass's override its parent's."""
     found: dict[str, Any] = {}
     while frame is not None:

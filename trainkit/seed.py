@@ -49,7 +49,9 @@ def workers_seeding_enabled() -> bool:
 
 def collect_rng_states() -> dict[str, Any]:
     """Every generator's state in this process, as tensors and lists (loadable weights_only)."""
-    name, keys, pos, has_gauss, gauss = np.random.get_state()
+    numpy_state = np.random.get_state()
+    assert isinstance(numpy_state, tuple)  # numpy's global RandomState (MT19937): the legacy tuple
+    name, keys, pos, has_gauss, gauss = numpy_state
     version, py_state, py_gauss = random.getstate()
     states: dict[str, Any] = {
         "torch": torch.get_rng_state(),

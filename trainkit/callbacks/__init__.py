@@ -4,7 +4,7 @@ use, so importing this package is cheap)."""
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainkit.callbacks.base import Callback, Checkpoint
 
@@ -27,7 +27,42 @@ _LAZY = {
     "Timer": "trainkit.callbacks.timer",
 }
 
-__all__ = ["Callback", "Checkpoint", *_LAZY]
+if TYPE_CHECKING:  # what type checkers and editors see; at run time each loads on first use
+    from trainkit.callbacks.checkpoint import ModelCheckpoint
+    from trainkit.callbacks.early_stopping import EarlyStopping, EarlyStoppingReason
+    from trainkit.callbacks.finetuning import BackboneFinetuning, BaseFinetuning
+    from trainkit.callbacks.gradient_accumulation_scheduler import GradientAccumulationScheduler
+    from trainkit.callbacks.lr_monitor import LearningRateMonitor
+    from trainkit.callbacks.model_summary import ModelSummary
+    from trainkit.callbacks.on_exception_checkpoint import OnExceptionCheckpoint
+    from trainkit.callbacks.progress import ProgressBar
+    from trainkit.callbacks.rich_bars import RichProgressBarTheme
+    from trainkit.callbacks.rich_model_summary import RichModelSummary
+    from trainkit.callbacks.rich_progress import RichProgressBar
+    from trainkit.callbacks.stochastic_weight_avg import StochasticWeightAveraging
+    from trainkit.callbacks.timer import Timer
+    from trainkit.callbacks.tqdm_progress import TQDMProgressBar
+
+__all__ = [
+    "BackboneFinetuning",
+    "BaseFinetuning",
+    "Callback",
+    "Checkpoint",
+    "EarlyStopping",
+    "EarlyStoppingReason",
+    "GradientAccumulationScheduler",
+    "LearningRateMonitor",
+    "ModelCheckpoint",
+    "ModelSummary",
+    "OnExceptionCheckpoint",
+    "ProgressBar",
+    "RichModelSummary",
+    "RichProgressBar",
+    "RichProgressBarTheme",
+    "StochasticWeightAveraging",
+    "TQDMProgressBar",
+    "Timer",
+]
 
 
 def __getattr__(name: str) -> Any:

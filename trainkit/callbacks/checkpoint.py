@@ -13,6 +13,7 @@ import torch
 
 from trainkit.callbacks import checkpoint_files as files
 from trainkit.callbacks.base import Checkpoint
+from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.distributed.comm import rank_zero_info
 from trainkit.errors import ConfigError, MisconfigurationError
 
@@ -127,16 +128,16 @@ class ModelCheckpoint(Checkpoint):
         return f"{type(self).__qualname__}{settings!r}"
 
     # ---- when to save --------------------------------------------------------------------------
-    def setup(self, trainer: Any, module: Any, stage: str) -> None:
+    def setup(self, trainer: TrainerView, module: Any, stage: str) -> None:
         if self.dirpath is None:
             self.dirpath = str(Path(trainer.log_dir) / "checkpoints")
         self.dirpath = trainer.strategy.broadcast(self.dirpath)
 
-    def on_train_start(self, trainer: Any, module: Any) -> None:
+    def on_train_start(self, trainer: TrainerView, module: Any) -> None:
         self._last_time_checked = time.monotonic()
 
     def on_train_batch_end(
-        self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerView, module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         step_due = (
             self.every_n_train_steps >= 1 and trainer.global_step % self.every_n_train_steps == 0
@@ -157,7 +158,7 @@ class ModelCheckpoint(Checkpoint):
         saved = self._save_top_k(trainer, metrics)
         self._save_last(trainer, metrics, saved)
 
-    def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+    def on_train_epoch_end(self, trainer: TrainerView, module: Any) -> None:
         if self._skip_stage(trainer):
             return
         metrics = files.monitor_candidates(trainer)
@@ -170,7 +171,7 @@ class ModelCheckpoint(Checkpoint):
             saved = self._save_top_k(trainer, metrics)
         self._save_last(trainer, metrics, saved)  # last.ckpt: the completed epoch, every epoch
 
-    def on_validation_end(self, trainer: Any, module: Any) -> None:
+    def on_validation_end(self, trainer: TrainerView, module: Any) -> None:
         if self._skip_stage(trainer):
             return
         metrics = files.monitor_candidates(trainer)
@@ -185,7 +186,7 @@ class ModelCheckpoint(Checkpoint):
             saved = self._save_top_k(trainer, metrics)
             self._save_last(trainer, metrics, saved)
 
-    def on_exception(self, trainer: Any, module: Any, exception: BaseException) -> None:
+    def on_exception(self, trainer: TrainerView, module: Any, exception: BaseException) -> None:
         if (
             not self.save_on_exception
             or self.dirpath is None
@@ -205,17 +206,17 @@ class ModelCheckpoint(Checkpoint):
             f"checkpoint to {filepath}"
         )
 
-    def _skip_stage(self, trainer: Any) -> bool:
+    def _skip_stage(self, trainer: TrainerView) -> bool:
         return bool(trainer.fast_dev_run) or trainer.state != "fit" or trainer.sanity_checking
 
-    def _skip(self, trainer: Any) -> bool:
+    def _skip(self, trainer: TrainerView) -> bool:
         return self._skip_stage(trainer) or self._last_global_step_saved == trainer.global_step
 
-    def _epoch_due(self, trainer: Any) -> bool:
+    def _epoch_due(self, trainer: TrainerView) -> bool:
         every = self.every_n_epochs
         return every >= 1 and ((trainer.current_epoch + 1) % every == 0 or trainer.is_final_epoch)
 
-    def _saves_on_train_epoch_end(self, trainer: Any) -> bool:
+    def _saves_on_train_epoch_end(self, trainer: TrainerView) -> bool:
         """Lightning's rule: at epoch end unless validation runs more than once an epoch or
         not every epoch (then after each validation)."""
         if self._save_on_train_epoch_end is not None:
@@ -227,7 +228,7 @@ class ModelCheckpoint(Checkpoint):
         return trainer.val_check_interval == 1.0
 
     # ---- what to save --------------------------------------------------------------------------
-    def _save_top_k(self, trainer: Any, metrics: dict[str, Any]) -> bool:
+    def _save_top_k(self, trainer: TrainerView, metrics: dict[str, Any]) -> bool:
         """Save a top-k checkpoint if it qualifies; returns whether one was written."""
         if self.save_top_k == 0:
             return False
@@ -256,7 +257,7 @@ class ModelCheckpoint(Checkpoint):
             )
         return False
 
-    def _qualifies(self, trainer: Any, current: torch.Tensor) -> bool:
+    def _qualifies(self, trainer: TrainerView, current: torch.Tensor) -> bool:
         if self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k:
             return True
         better = bool(current < self.kth_value if self.mode == "min" else current > self.kth_value)
@@ -265,7 +266,7 @@ class ModelCheckpoint(Checkpoint):
         return better
 
     def _update_best_and_save(
-        self, trainer: Any, current: torch.Tensor, metrics: dict[str, Any]
+        self, trainer: TrainerView, current: torch.Tensor, metrics: dict[str, Any]
     ) -> None:
         k = len(self.best_k_models) + 1 if self.save_top_k == -1 else self.save_top_k
         dropped = None
@@ -279,9 +280,9 @@ class ModelCheckpoint(Checkpoint):
         self.best_k_models[filepath] = current
         worst, best = (max, min) if self.mode == "min" else (min, max)
         if len(self.best_k_models) == k:
-            self.kth_best_model_path = worst(self.best_k_models, key=self.best_k_models.get)
+            self.kth_best_model_path = worst(self.best_k_models, key=self.best_k_models.__getitem__)
             self.kth_value = self.best_k_models[self.kth_best_model_path]
-        self.best_model_path = best(self.best_k_models, key=self.best_k_models.get)
+        self.best_model_path = best(self.best_k_models, key=self.best_k_models.__getitem__)
         self.best_model_score = self.best_k_models[self.best_model_path]
         if self.verbose:
             rank_zero_info(
@@ -293,7 +294,9 @@ class ModelCheckpoint(Checkpoint):
         if dropped and self._removable(dropped, filepath):
             files.remove_checkpoint(trainer, dropped)
 
-    def _save_last(self, trainer: Any, metrics: dict[str, Any], just_saved: bool = True) -> None:
+    def _save_last(
+        self, trainer: TrainerView, metrics: dict[str, Any], just_saved: bool = True
+    ) -> None:
         """last.ckpt (CHECKPOINT_NAME_LAST): a link to the file just saved with 'link', else a
         full checkpoint of the current state."""
         if not self.save_last:
@@ -308,7 +311,7 @@ class ModelCheckpoint(Checkpoint):
         if previous and previous != filepath and self._removable(previous, filepath):
             files.remove_checkpoint(trainer, previous)
 
-    def _save_checkpoint(self, trainer: Any, filepath: str) -> None:
+    def _save_checkpoint(self, trainer: TrainerView, filepath: str) -> None:
         trainer.save_checkpoint(filepath, self.save_weights_only)
         self._last_global_step_saved = trainer.global_step
         if Path(filepath).name != f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}":
@@ -317,7 +320,13 @@ class ModelCheckpoint(Checkpoint):
 
     def _removable(self, previous: str, current: str) -> bool:
         kept = previous in self.best_k_models or previous == self.last_model_path
-        return previous != current and not kept and files.inside(self.dirpath, previous)
+        folder = self.dirpath  # set in setup: only files inside it are ever removed
+        return (
+            previous != current
+            and not kept
+            and folder is not None
+            and files.inside(folder, previous)
+        )
 
     # ---- names ---------------------------------------------------------------------------------
     def format_checkpoint_name(
@@ -342,7 +351,9 @@ class ModelCheckpoint(Checkpoint):
         """Fill the filename template: ``{epoch}-{val_loss:.2f}`` -> ``epoch=3-val_loss=0.12``."""
         return self.format_checkpoint_name({"epoch": epoch, "step": step, **metrics})
 
-    def _free_name(self, trainer: Any, metrics: dict[str, Any], replaced: str | None = None) -> str:
+    def _free_name(
+        self, trainer: TrainerView, metrics: dict[str, Any], replaced: str | None = None
+    ) -> str:
         """The formatted name, versioned ('-v1', ...) while a file of that name exists."""
         filepath = self.format_checkpoint_name(metrics)
         if not self._enable_version_counter:

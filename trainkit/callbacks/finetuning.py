@@ -12,6 +12,7 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from trainkit.callbacks.base import Callback
+from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.distributed.comm import rank_zero_info
 from trainkit.errors import MisconfigurationError
 
@@ -131,7 +132,7 @@ class BaseFinetuning(Callback):
             optimizer.add_param_group({"params": params, "lr": group_lr})
 
     # ---- hooks -----------------------------------------------------------------------------------
-    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def setup(self, trainer: TrainerView, pl_module: Any, stage: str) -> None:
         self.freeze_before_training(pl_module)
         if not trainer.strategy.supports_param_group_changes:
             raise MisconfigurationError(
@@ -140,24 +141,28 @@ class BaseFinetuning(Callback):
                 "the callback"
             )
 
-    def on_load_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict[str, Any]) -> None:
+    def on_load_checkpoint(
+        self, trainer: TrainerView, pl_module: Any, checkpoint: dict[str, Any]
+    ) -> None:
         state = checkpoint.get("callbacks", {}).get(self.state_key)
         if state is not None and trainer.optimizers:  # before the optimizer states load
             self.load_state_dict(state)
             self._restore(trainer, pl_module)
 
-    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_fit_start(self, trainer: TrainerView, pl_module: Any) -> None:
         if self._restarting:
             self._restore(trainer, pl_module)
 
-    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_epoch_start(self, trainer: TrainerView, pl_module: Any) -> None:
         for index, optimizer in enumerate(trainer.optimizers):
             before = len(optimizer.param_groups)
             self.finetune_function(pl_module, trainer.current_epoch, optimizer)
             self._remember(pl_module, index, before, optimizer.param_groups)
 
     # ---- state -----------------------------------------------------------------------------------
-    def on_save_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict[str, Any]) -> None:
+    def on_save_checkpoint(
+        self, trainer: TrainerView, pl_module: Any, checkpoint: dict[str, Any]
+    ) -> None:
         state = checkpoint.get("callbacks", {}).get(self.state_key)
         if state is not None:  # which parameters train now, and which BatchNorms track
             state["trainable_parameters"] = {
@@ -190,7 +195,7 @@ class BaseFinetuning(Callback):
         elif len(groups) != before:
             stored.extend(_by_name(groups[before:], names.__getitem__))
 
-    def _restore(self, trainer: Any, pl_module: nn.Module) -> None:
+    def _restore(self, trainer: TrainerView, pl_module: nn.Module) -> None:
         """Rebuild the recorded parameter groups and trainable flags of a resumed fit."""
         params = dict(pl_module.named_parameters())
         for index, optimizer in enumerate(trainer.optimizers):
@@ -202,8 +207,9 @@ class BaseFinetuning(Callback):
                 params[name].requires_grad = trainable
         modules = dict(pl_module.named_modules())
         for name, tracking in self._tracking.items():
-            if name in modules:
-                modules[name].track_running_stats = tracking
+            module = modules.get(name)
+            if isinstance(module, _BatchNorm):  # the names were recorded from BatchNorm layers
+                module.track_running_stats = tracking
         self._restarting = False
 
 
@@ -272,7 +278,7 @@ class BackboneFinetuning(BaseFinetuning):
         self.previous_backbone_lr = state_dict.get("previous_backbone_lr")
         super().load_state_dict(state_dict)
 
-    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_fit_start(self, trainer: TrainerView, pl_module: Any) -> None:
         if not isinstance(getattr(pl_module, "backbone", None), nn.Module):
             raise MisconfigurationError(
                 f"BackboneFinetuning needs a module attribute `backbone` (an nn.Module); "
@@ -291,7 +297,7 @@ class BackboneFinetuning(BaseFinetuning):
             initial = self.backbone_initial_lr
             if initial is None:
                 initial = current_lr * self.backbone_initial_ratio_lr
-            self.previous_backbone_lr = initial
+            self.previous_backbone_lr = backbone_lr = initial
             self.unfreeze_and_add_param_group(
                 pl_module.backbone,
                 optimizer,
@@ -304,11 +310,11 @@ class BackboneFinetuning(BaseFinetuning):
             if self.should_align and next_lr > current_lr:
                 next_lr = current_lr
             optimizer.param_groups[-1]["lr"] = next_lr
-            self.previous_backbone_lr = next_lr
+            self.previous_backbone_lr = backbone_lr = next_lr
         else:
             return
         if self.verbose:
             rank_zero_info(
                 f"Current lr: {round(current_lr, self.rounding)}, "
-                f"Backbone lr: {round(self.previous_backbone_lr, self.rounding)}"
+                f"Backbone lr: {round(backbone_lr, self.rounding)}"
             )

@@ -11,10 +11,12 @@ from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from trainkit.callbacks.base import Callback
+from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.distributed.comm import rank_zero_info
 from trainkit.errors import ConfigError, MisconfigurationError
 
-AverageFn = Callable[[Tensor, Tensor, Tensor], Tensor]
+# (averaged parameter, current parameter, models averaged so far) -> the new average
+AverageFn = Callable[[Tensor, Tensor, Tensor | int], Tensor]
 
 
 class StochasticWeightAveraging(Callback):
@@ -75,7 +77,7 @@ class StochasticWeightAveraging(Callback):
         self._swa_lrs = [float(lr) for lr in lrs] if isinstance(swa_lrs, list) else float(swa_lrs)
         self._swa_epoch_start = swa_epoch_start
         self._annealing_epochs = annealing_epochs
-        self._annealing_strategy = annealing_strategy
+        self._annealing_strategy: Literal["cos", "linear"] = annealing_strategy
         self._avg_fn = avg_fn
         self._device = device
         self._max_epochs: int | None = None
@@ -103,7 +105,7 @@ class StochasticWeightAveraging(Callback):
         """The averaged copy of the module (None before fit)."""
         return None if self._average_model is None else self._average_model.module
 
-    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def setup(self, trainer: TrainerView, pl_module: Any, stage: str) -> None:
         if stage != "fit":
             return
         if trainer.strategy.shards_state:
@@ -120,7 +122,7 @@ class StochasticWeightAveraging(Callback):
         finally:
             pl_module.trainer = trainer
 
-    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_fit_start(self, trainer: TrainerView, pl_module: Any) -> None:
         if len(trainer.optimizers) != 1:
             raise MisconfigurationError(
                 f"StochasticWeightAveraging works with 1 optimizer; found {len(trainer.optimizers)}"
@@ -146,7 +148,7 @@ class StochasticWeightAveraging(Callback):
         if self._scheduler_state is not None:  # the resumed SWALR replaces the module's scheduler
             trainer.lr_scheduler_configs.clear()
 
-    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_epoch_start(self, trainer: TrainerView, pl_module: Any) -> None:
         epoch = trainer.current_epoch
         in_range = self.swa_start <= epoch <= self.swa_end
         if in_range and not self._initialized:
@@ -156,7 +158,7 @@ class StochasticWeightAveraging(Callback):
             self.n_averaged = int(self._average_model.n_averaged)
             self._latest_update_epoch = epoch
 
-    def _start_averaging(self, trainer: Any, pl_module: Any) -> None:
+    def _start_averaging(self, trainer: TrainerView, pl_module: Any) -> None:
         from torch.optim.swa_utils import SWALR
 
         from trainkit.optim import SchedulerConfig
@@ -169,7 +171,8 @@ class StochasticWeightAveraging(Callback):
             lrs = [lrs] * len(optimizer.param_groups)
         self._swa_scheduler = SWALR(
             optimizer,
-            swa_lr=lrs,
+            # torch annotates swa_lr as float, but SWALR takes one per group too (its docstring)
+            swa_lr=lrs,  # pyright: ignore[reportArgumentType]
             anneal_epochs=self._annealing_epochs,
             anneal_strategy=self._annealing_strategy,
         )
@@ -185,7 +188,7 @@ class StochasticWeightAveraging(Callback):
         else:
             configs.append(config)
 
-    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_end(self, trainer: TrainerView, pl_module: Any) -> None:
         if self._initialized and trainer.current_epoch - 1 == self.swa_end:
             self.transfer_weights(self._average_model.module, pl_module)
             if any(isinstance(m, _BatchNorm) for m in pl_module.modules()):

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from trainkit.callbacks.base import Callback
+from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.distributed.comm import rank_zero_info
 from trainkit.errors import ConfigError
 
@@ -87,54 +88,54 @@ class Timer(Callback):
     def _end(self, stage: str) -> None:
         self._end_time[stage] = time.monotonic()
 
-    def on_train_start(self, trainer: Any, module: Any) -> None:
+    def on_train_start(self, trainer: TrainerView, module: Any) -> None:
         self._begin("train")
 
-    def on_train_end(self, trainer: Any, module: Any) -> None:
+    def on_train_end(self, trainer: TrainerView, module: Any) -> None:
         self._end("train")
 
-    def on_sanity_check_start(self, trainer: Any, module: Any) -> None:
+    def on_sanity_check_start(self, trainer: TrainerView, module: Any) -> None:
         self._begin("sanity_check")
 
-    def on_sanity_check_end(self, trainer: Any, module: Any) -> None:
+    def on_sanity_check_end(self, trainer: TrainerView, module: Any) -> None:
         self._end("sanity_check")
 
-    def on_validation_start(self, trainer: Any, module: Any) -> None:
+    def on_validation_start(self, trainer: TrainerView, module: Any) -> None:
         if not trainer.sanity_checking:
             self._begin("validate")
 
-    def on_validation_end(self, trainer: Any, module: Any) -> None:
+    def on_validation_end(self, trainer: TrainerView, module: Any) -> None:
         if not trainer.sanity_checking:
             self._end("validate")
 
-    def on_test_start(self, trainer: Any, module: Any) -> None:
+    def on_test_start(self, trainer: TrainerView, module: Any) -> None:
         self._begin("test")
 
-    def on_test_end(self, trainer: Any, module: Any) -> None:
+    def on_test_end(self, trainer: TrainerView, module: Any) -> None:
         self._end("test")
 
-    def on_predict_start(self, trainer: Any, module: Any) -> None:
+    def on_predict_start(self, trainer: TrainerView, module: Any) -> None:
         self._begin("predict")
 
-    def on_predict_end(self, trainer: Any, module: Any) -> None:
+    def on_predict_end(self, trainer: TrainerView, module: Any) -> None:
         self._end("predict")
 
-    def on_fit_start(self, trainer: Any, module: Any) -> None:
+    def on_fit_start(self, trainer: TrainerView, module: Any) -> None:
         if self._duration is not None:  # a resumed run may have no time left
-            self._check_time_remaining(trainer)
+            self._check_time_remaining(trainer, self._duration)
 
     def on_train_batch_end(
-        self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerView, module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         if self._interval == "step" and self._duration is not None:
-            self._check_time_remaining(trainer)
+            self._check_time_remaining(trainer, self._duration)
 
-    def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+    def on_train_epoch_end(self, trainer: TrainerView, module: Any) -> None:
         if self._interval == "epoch" and self._duration is not None:
-            self._check_time_remaining(trainer)
+            self._check_time_remaining(trainer, self._duration)
 
-    def _check_time_remaining(self, trainer: Any) -> None:
-        should_stop = bool(trainer.strategy.broadcast(self.time_elapsed() >= self._duration))
+    def _check_time_remaining(self, trainer: TrainerView, duration: float) -> None:
+        should_stop = bool(trainer.strategy.broadcast(self.time_elapsed() >= duration))
         if not should_stop:
             return
         trainer.should_stop = True

@@ -65,7 +65,9 @@ class SyntheticDataModule(DataModule):
         self.val_set = TensorDataset(points[:n_val])
         self.test_set = TensorDataset(self._points(max(n_val, h.batch_size), generator))
 
-    def _loader(self, dataset: TensorDataset, shuffle: bool = False) -> DataLoader:
+    def _loader(self, dataset: TensorDataset | None, shuffle: bool = False) -> DataLoader:
+        if dataset is None:
+            raise RuntimeError("the datasets are made in setup(); call setup(stage) first")
         return DataLoader(
             dataset,
             batch_size=self.hparams.batch_size,

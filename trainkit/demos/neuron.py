@@ -48,6 +48,8 @@ class NeuronData(DataModule):
         self.dataset = TensorDataset(inputs, targets)
 
     def train_dataloader(self) -> DataLoader:
+        if self.dataset is None:
+            raise RuntimeError("the dataset is made in setup(); call setup(stage) first")
         return DataLoader(self.dataset, batch_size=self.hparams.batch_size, shuffle=False)
 
 
@@ -63,7 +65,7 @@ class Neuron(TrainModule):
         super().__init__()
         self.save_hyperparameters()
         self.w = nn.Parameter(torch.ones(experiments, dtype=torch.float64))
-        self._before: torch.Tensor | None = None
+        self._before = self.w.detach().clone()  # the weights before the current step
         self.updates: list[torch.Tensor] = []
 
     def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:

@@ -104,9 +104,11 @@ class MLFlowLogger(TrackingLogger):
     def start_run(self) -> str:
         client = self.client
         if self.continues_run:
-            self._experiment_id = client.get_run(self._run_id).info.experiment_id
-            client.update_run(self._run_id, status="RUNNING")
-            return self._run_id
+            run_id = self._run_id
+            assert run_id is not None  # continues_run: the constructor was given a run_id
+            self._experiment_id = client.get_run(run_id).info.experiment_id
+            client.update_run(run_id, status="RUNNING")
+            return run_id
         found = client.get_experiment_by_name(self.experiment_name)
         if found is not None and found.lifecycle_stage == "deleted":
             raise ConfigError(

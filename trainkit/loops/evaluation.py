@@ -24,7 +24,7 @@ class EvalLoop:
     def run(self, loaders: list[Any], limit: int | float) -> list[dict[str, torch.Tensor]]:
         """Run every loader (up to ``limit`` batches each); one reduced dict per loader."""
         state = self.state
-        module = state.module
+        module = state.require_module()
         stage = self.stage
         strategy = state.strategy
         hooks = state.hooks
@@ -49,13 +49,13 @@ class EvalLoop:
         limit_name = f"limit_{'val' if stage == 'validation' else stage}_batches"
         totals = [limited_batches(loader, limit, limit_name) for loader in loaders]
         # known before the start hooks, so a progress bar shows the right total from the start
-        state.num_eval_batches = totals[0] if totals and totals[0] != math.inf else 0
+        state.num_eval_batches = int(totals[0]) if totals and totals[0] != math.inf else 0
         try:
             with grad_off:
                 hooks.call(f"on_{stage}_start")
                 hooks.call(f"on_{stage}_epoch_start")
                 for loader_idx, (loader, total) in enumerate(zip(loaders, totals)):
-                    state.num_eval_batches = total if total != math.inf else 0
+                    state.num_eval_batches = int(total) if total != math.inf else 0
                     extra = (loader_idx,) if len(loaders) > 1 else ()
                     for batch_idx, batch in enumerate(start_iterating(loader, state.preemption)):
                         if batch_idx >= total:

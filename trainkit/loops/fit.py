@@ -27,8 +27,8 @@ def val_every_n_batches(state: RunState) -> int:
         return 0
     total = state.position.epoch_batches
     interval = limits.val_check_interval
-    if every_n_epochs is None:  # counted across epochs: see run_batches
-        return interval
+    if every_n_epochs is None:  # counted across epochs (see run_batches): an int, as checked by
+        return int(interval)  # trainer/arguments.py
     if isinstance(interval, int):
         if interval > total:
             raise ConfigError(
@@ -50,7 +50,7 @@ def epoch_offset(state: RunState) -> int:
     position = state.position
     if state.limits.check_val_every_n_epoch is not None or position.epoch_batches == math.inf:
         return 0
-    return position.epoch * position.epoch_batches
+    return position.epoch * int(position.epoch_batches)  # a count: it is not inf here
 
 
 def step_scheduler(config: Any, metrics: dict[str, Any], module: Any) -> None:
@@ -105,7 +105,7 @@ class FitLoop:
         )
         state.epoch_start_rng = collect_rng_states()
         store = state.metrics.new_train_store()
-        state.module.train()
+        state.require_module().train()
         state.hooks.call("on_train_epoch_start")
         skip = checkpoint_state.batches_to_skip(state)
         if skip:
@@ -121,8 +121,9 @@ class FitLoop:
     def run_validation(self) -> None:
         state = self.state
         state.board.mark(rank_board.VALIDATION)
-        if overrides(state.module, TrainModule, "on_validation_model_zero_grad"):
-            state.module.on_validation_model_zero_grad()  # not by default: see docs/compat.md
+        module = state.require_module()
+        if overrides(module, TrainModule, "on_validation_model_zero_grad"):
+            module.on_validation_model_zero_grad()  # not by default: see docs/compat.md
         EvalLoop(state, "validation").run(state.val_loaders, state.limits.limit_val_batches)
         state.metrics.active = state.metrics.train_store
 
@@ -130,12 +131,12 @@ class FitLoop:
         """The training batches of one epoch, after skipping ``skip`` already trained on."""
         state = self.state
         position = state.position
-        module = state.module
+        module = state.require_module()
+        stepper = state.require_stepper()
         to_device = batch_transfer(state.strategy, module)
         start_hooks = state.hooks.bound("on_train_batch_start")
         end_hooks = state.hooks.bound("on_train_batch_end")
         automatic = module.automatic_optimization
-        stepper = state.stepper
         training_step = stepper.run
         manual_step = stepper.forward  # the module steps its own optimizers
         accumulate = state.limits.accumulate_grad_batches
@@ -199,12 +200,13 @@ class FitLoop:
         """Epoch-end hooks, metric aggregates, epoch schedulers, then the monitoring callbacks."""
         state = self.state
         position = state.position
+        module = state.require_module()
         state.board.mark(rank_board.EPOCH_END)
         monitors = [cb for cb in state.callbacks if getattr(cb, "order", 0) > 0]
         others = [cb for cb in state.callbacks if cb not in monitors]
         state.hooks.call_callbacks("on_train_epoch_end", only=others)
         store.default_on_step, store.default_on_epoch = False, True
-        state.module.on_train_epoch_end()
+        module.on_train_epoch_end()
         state.metrics.reduce_train_epoch(store)
         max_steps = state.limits.max_steps
         completed = position.batches_seen >= position.epoch_batches or not (
@@ -212,7 +214,7 @@ class FitLoop:
         )
         for config in state.lr_scheduler_configs if completed else ():
             if config.interval == "epoch" and (position.epoch + 1) % config.frequency == 0:
-                step_scheduler(config, state.metrics.callback_metrics, state.module)
+                step_scheduler(config, state.metrics.callback_metrics, module)
         state.hooks.call_callbacks("on_train_epoch_end", only=monitors)
         for logger in state.loggers if state.strategy.is_global_zero else ():
             logger.save()

@@ -28,9 +28,10 @@ class MetricHub:
         self.prog_bar_epoch_keys = {}
 
     @property
-    def callback_metrics(self) -> dict[str, torch.Tensor]:
-        """Latest step values and epoch aggregates, by name; what monitors read."""
-        metrics = dict(self.epoch_metrics)
+    def callback_metrics(self) -> dict[str, torch.Tensor | float]:
+        """Latest step values and epoch aggregates, by name; what monitors read. Epoch
+        aggregates are tensors; a step value is a number where the step logged a number."""
+        metrics: dict[str, torch.Tensor | float] = dict(self.epoch_metrics)
         if self.train_store is not None:
             for name, value in self.train_store.step_values.items():
                 metrics[self.train_store.meta[name].step_key(name)] = value

@@ -21,7 +21,7 @@ class PredictLoop:
     def run(self, loaders: list[Any], limit: int | float) -> list[list[Any]]:
         """One list of step outputs per loader (up to ``limit`` batches each)."""
         state = self.state
-        module = state.module
+        module = state.require_module()
         hooks = state.hooks
         to_device = batch_transfer(state.strategy, module)
         predict_step = without_batch_idx(

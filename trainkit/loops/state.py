@@ -42,7 +42,7 @@ class Metrics(Protocol):
     epoch_metrics: dict[str, torch.Tensor]
 
     @property
-    def callback_metrics(self) -> dict[str, torch.Tensor]: ...
+    def callback_metrics(self) -> dict[str, torch.Tensor | float]: ...
     @property
     def progress_bar_metrics(self) -> dict[str, Any]: ...
     def reset(self) -> None: ...
@@ -203,6 +203,26 @@ class RunState:
     compile_options: Any = None  # torch.compile's arguments, or a user's compiler (None: off)
     # () -> (train loaders, val loaders), for reloading every N epochs
     reload_loaders: Callable[[], tuple[list[Any], list[Any]]] | None = None
+
+    # While a stage runs the Trainer has set these handles; the loops read them through the
+    # accessors below (once per loop method, never per batch), which say so if one is missing.
+    def require_module(self) -> Any:
+        """The TrainModule of the running stage (a RuntimeError before the stage set it up)."""
+        if self.module is None:
+            raise RuntimeError("no module in the run state: the stage has not set it up yet")
+        return self.module
+
+    def require_wrapped(self) -> nn.Module:
+        """The model the training step runs through (DDP, FSDP, ... or the module itself)."""
+        if self.wrapped is None:
+            raise RuntimeError("no wrapped model in the run state: fit has not set it up yet")
+        return self.wrapped
+
+    def require_stepper(self) -> Stepper:
+        """The training step of the current fit."""
+        if self.stepper is None:
+            raise RuntimeError("no training step in the run state: fit has not built it yet")
+        return self.stepper
 
     @property
     def fit_done(self) -> bool:

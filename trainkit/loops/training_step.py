@@ -35,14 +35,12 @@ class TrainingStep:
 
     def __init__(self, state: RunState) -> None:
         self.state = state
-        module, strategy, wrapped = state.module, state.strategy, state.wrapped
+        module, strategy = state.require_module(), state.strategy
+        wrapped = state.require_wrapped()
         step_fn = state.profiler.wrap("training_step", strategy.training_step_fn(wrapped, module))
         self._step_fn = without_batch_idx(module, "training_step", step_fn)
-        self._step_end = (
-            module.training_step_end
-            if overrides(module, TrainModule, "training_step_end")
-            else strategy.default_step_end()
-        )
+        # a user's module may define training_step_end (TrainModule itself does not)
+        self._step_end = overridden(module, "training_step_end") or strategy.default_step_end()
         self._autocast = state.precision.autocast
         # the module's training_step, under autocast for mixed precision (a manually optimized
         # module runs its own backward and steps inside it)

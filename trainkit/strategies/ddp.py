@@ -9,7 +9,7 @@ import dataclasses
 import functools
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 import torch
 from torch import nn
@@ -23,13 +23,15 @@ from trainkit.strategies.step_forwarder import StepForwarder
 BATCHNORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
 
 
-def manual_under_ddp(wrapped: nn.Module, module: Any) -> bool:
+def manual_under_ddp(
+    wrapped: nn.Module, module: Any
+) -> TypeGuard[nn.parallel.DistributedDataParallel]:
     """Whether a manually optimized module runs in torch's own DDP wrapper."""
     is_ddp = type(wrapped) is nn.parallel.DistributedDataParallel
     return is_ddp and not module.automatic_optimization
 
 
-def unsynced_step(wrapped: nn.Module, *args: Any) -> Any:
+def unsynced_step(wrapped: nn.parallel.DistributedDataParallel, *args: Any) -> Any:
     """The training step through DDP (buffers broadcast) with its gradient reducer off."""
     with wrapped.no_sync():
         return wrapped(*args)
@@ -106,7 +108,8 @@ class DDPStrategy(ParallelStrategy):
         return average_gradients if manual_under_ddp(wrapped, module) else None
 
     def no_backward_sync(self, wrapped: nn.Module) -> contextlib.AbstractContextManager:
-        return wrapped.no_sync()
+        # setup_module wrapped the module in DDP (configure_ddp)
+        return cast(nn.parallel.DistributedDataParallel, wrapped).no_sync()
 
     def forked_twin(self) -> ParallelStrategy:
         """In an interactive session: ddp_spawn with these settings, its ranks forked."""

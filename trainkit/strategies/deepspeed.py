@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 import torch
 from torch import nn
@@ -40,6 +40,18 @@ PRESETS: dict[str, dict[str, Any]] = {
         "zero_force_ds_cpu_optimizer": False,
     },
 }
+
+
+class ZeroOptimizer(Protocol):
+    """What this strategy calls on the optimizer ``deepspeed.initialize`` returns (a ZeRO stage
+    1/2 or stage 3 optimizer): its load takes every rank's partition."""
+
+    def load_state_dict(
+        self,
+        state_dict_list: list[Any],
+        load_optimizer_states: bool = ...,
+        load_from_fp32_weights: bool = ...,
+    ) -> Any: ...
 
 
 def load_config(config: dict[str, Any] | str | None) -> dict[str, Any]:
@@ -229,7 +241,8 @@ class DeepSpeedStrategy(ParallelStrategy):
                 torch.load(io.BytesIO(blob.numpy().tobytes()), weights_only=True)
                 for blob in state["per_rank"]
             ]
-        optimizer.load_state_dict(states, load_from_fp32_weights=True)
+        # the engine's ZeRO optimizer (setup_optimizers returned it)
+        cast(ZeroOptimizer, optimizer).load_state_dict(states, load_from_fp32_weights=True)
 
 
 def _cpu(value: Any) -> Any:

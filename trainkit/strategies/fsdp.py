@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -14,6 +14,9 @@ from torch.utils.checkpoint import checkpoint
 from trainkit.errors import ConfigError
 from trainkit.strategies.parallel import ParallelStrategy
 from trainkit.strategies.step_forwarder import StepForwarder
+
+if TYPE_CHECKING:
+    from torch.distributed.fsdp import FSDPModule
 
 SHARDING = {"FULL_SHARD": True, "SHARD_GRAD_OP": False}
 
@@ -142,13 +145,15 @@ class FSDPStrategy(ParallelStrategy):
     def no_backward_sync(self, wrapped: nn.Module) -> Any:
         import contextlib
 
+        root = cast("FSDPModule", wrapped)  # setup_module made it the root unit (fully_shard)
+
         @contextlib.contextmanager
         def no_sync():
-            wrapped.set_requires_gradient_sync(False)
+            root.set_requires_gradient_sync(False)
             try:
                 yield
             finally:
-                wrapped.set_requires_gradient_sync(True)
+                root.set_requires_gradient_sync(True)
 
         return no_sync()
 

@@ -7,6 +7,7 @@ slice: the peak holds the shards plus one module, never the whole model."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -25,24 +26,30 @@ def has_meta_parameters(module: nn.Module, recurse: bool = True) -> bool:
 def materialize(module: nn.Module, device: torch.device, rng_state: torch.Tensor | None) -> None:
     """Give every meta tensor of the (already sharded) ``module`` storage on ``device`` and the
     values the unsharded model would get from ``rng_state``; each rank writes its shard only."""
-    meta_owners = [sub for sub in module.modules() if has_meta_parameters(sub, recurse=False)]
-    for sub in meta_owners:
-        if not callable(getattr(sub, "reset_parameters", None)):
+    meta_owners: list[tuple[nn.Module, Callable[[], object]]] = []  # (layer, its reset_parameters)
+    for sub in module.modules():
+        if not has_meta_parameters(sub, recurse=False):
+            continue
+        reset = getattr(sub, "reset_parameters", None)
+        if not callable(reset):
             raise MisconfigurationError(
                 f"{type(sub).__name__} was created on the meta device (configure_model under "
                 "fsdp, or init_module(empty_init=True)) but defines no reset_parameters(), so "
                 "its weights cannot be initialised shard by shard; add reset_parameters() to "
                 f"{type(sub).__name__} or create it in __init__"
             )
+        meta_owners.append((sub, reset))
     module.to_empty(device=device)
     if rng_state is not None:
         torch.set_rng_state(rng_state)
-    for sub in meta_owners:
-        _initialise_shards(sub, device)
+    for sub, reset in meta_owners:
+        _initialise_shards(sub, reset, device)
 
 
-def _initialise_shards(module: nn.Module, device: torch.device) -> None:
-    """``module.reset_parameters()`` on full-size stand-ins of its own parameters, then each
+def _initialise_shards(
+    module: nn.Module, reset: Callable[[], object], device: torch.device
+) -> None:
+    """``reset`` (``module.reset_parameters``) on full-size stand-ins of its own parameters, then each
     stand-in's slice copied into the rank's shard (a plain tensor is copied whole)."""
     originals = dict(module.named_parameters(recurse=False))
     for name, param in originals.items():
@@ -50,7 +57,7 @@ def _initialise_shards(module: nn.Module, device: torch.device) -> None:
         setattr(module, name, nn.Parameter(full, requires_grad=param.requires_grad))
     try:
         with torch.no_grad():
-            module.reset_parameters()
+            reset()
             for name, param in originals.items():
                 _copy_own_slice(getattr(module, name), param)
     finally:

@@ -101,6 +101,10 @@ class PipelineStrategy(ParallelStrategy):
 
     def check_module(self, module: nn.Module) -> None:
         """Fail before any rank starts when the module cannot be split as asked."""
+        self.checked_layers(module)
+
+    def checked_layers(self, module: nn.Module) -> nn.Sequential:
+        """The module's ``sequential_module``, once it is known to split as asked."""
         sequential = getattr(module, "sequential_module", None)
         name = type(module).__name__
         if not isinstance(sequential, nn.Sequential):
@@ -124,12 +128,12 @@ class PipelineStrategy(ParallelStrategy):
                 f"layer counts summing to {len(sequential)}",
                 f"sequential_module has {len(sequential)} layers but balance covers {sum(self.balance)}",
             )
+        return sequential
 
     def setup_module(self, module: nn.Module) -> nn.Module:
         from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
-        self.check_module(module)
-        sequential = module.sequential_module
+        sequential = self.checked_layers(module)
         rank, stages = self.global_rank, len(self.balance)
         start = sum(self.balance[:rank])
         stop = start + self.balance[rank]
@@ -169,7 +173,7 @@ class PipelineStrategy(ParallelStrategy):
         return step
 
     def _run(self, module: Any, batch: Any, train: bool) -> torch.Tensor:
-        split = getattr(module, "pipeline_batch", None)
+        split: Callable[[Any], tuple[Any, Any]] | None = getattr(module, "pipeline_batch", None)
         inputs, target = split(batch) if callable(split) else (batch[0], batch[1])
         rank, last = self.global_rank, len(self.balance) - 1
         args = (inputs,) if rank == 0 else ()

@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
 
 from trainkit.strategies.parallel import ParallelStrategy
 from trainkit.strategies.step_forwarder import StepForwarder
+
+if TYPE_CHECKING:
+    from fairscale.nn.data_parallel import ShardedDataParallel
+    from fairscale.optim import OSS
 
 
 class ShardedStrategy(ParallelStrategy):
@@ -46,9 +50,10 @@ class ShardedStrategy(ParallelStrategy):
         return wrapped
 
     def no_backward_sync(self, wrapped: nn.Module) -> Any:
-        return wrapped.no_sync()
+        # setup_optimizers wrapped the module in ShardedDataParallel
+        return cast("ShardedDataParallel", wrapped).no_sync()
 
     def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
         """Consolidated on rank 0 (a collective), in plain PyTorch format: loads into any optimizer."""
-        optimizer.consolidate_state_dict(recipient_rank=0)
+        cast("OSS", optimizer).consolidate_state_dict(recipient_rank=0)  # setup_optimizers made it
         return optimizer.state_dict() if self.is_global_zero else {}
