@@ -5,7 +5,22 @@ so ``trainkit --help`` imports neither torch nor jsonargparse."""
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the same names as _LAZY, for type checkers
+    from trainkit.cli.argument_parser import LightningArgumentParser
+    from trainkit.cli.command import TrainkitCLI, main
+    from trainkit.cli.lightning import ArgsType, LightningCLI
+    from trainkit.cli.optimizers import (
+        LRSchedulerCallable,
+        LRSchedulerType,
+        LRSchedulerTypeTuple,
+        LRSchedulerTypeUnion,
+        OptimizerCallable,
+        ReduceLROnPlateau,
+        instantiate_class,
+    )
+    from trainkit.cli.save_config import SaveConfigCallback
 
 _LAZY = {
     "main": "trainkit.cli.command",
@@ -23,7 +38,21 @@ _LAZY = {
     "instantiate_class": "trainkit.cli.optimizers",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "ArgsType",
+    "LRSchedulerCallable",
+    "LRSchedulerType",
+    "LRSchedulerTypeTuple",
+    "LRSchedulerTypeUnion",
+    "LightningArgumentParser",
+    "LightningCLI",
+    "OptimizerCallable",
+    "ReduceLROnPlateau",
+    "SaveConfigCallback",
+    "TrainkitCLI",
+    "instantiate_class",
+    "main",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -234,7 +234,7 @@ def is_global_zero(self: OwnsRunState) -> bool:
 
 # ---- metrics ------------------------------------------------------------------------------------
 @property
-def callback_metrics(self: OwnsRunState) -> dict[str, torch.Tensor]:
+def callback_metrics(self: OwnsRunState) -> dict[str, torch.Tensor | float]:
     """Latest step values and epoch aggregates, by name; what monitors read."""
     return self.run_state.metrics.callback_metrics
 
