@@ -89,9 +89,9 @@ CASES = {
         [*FIT, "--model", "trainkit.demos.autoencoder.Nope"],
         ["module 'trainkit.demos.autoencoder' has no 'Nope'; check the class name"],
     ),
-    "a user module whose own import fails": (
+    "a user module importing a missing package names its file and line": (
         [*FIT, "--model", "broken_user_module.Thing"],
-        ["importing 'broken_user_module' failed (No module named 'not_installed_pkg')"],
+        ["broken_user_module.py line 1 imports 'not_installed_pkg', which is not installed"],
     ),
     "an abbreviated option with =": (
         [*FIT, "--trainer.max_epoch=3"],
@@ -146,4 +146,36 @@ def test_a_mistake_is_one_line_exit_2_naming_the_fix(case, tmp_path, capsys, mon
     assert len(lines) == 1 and lines[0].startswith("trainkit: error: "), err
     for text in expected:
         assert text in lines[0], lines[0]
+    assert "pip install not_installed_pkg" not in lines[0]  # the name may be misspelled
     assert not list(tmp_path.glob("trainkit_logs/version_*")), "a failed start left a run folder"
+
+
+USER_CODE = {
+    "a NameError": ("HIDDEN = undefined_name * 2\n", "NameError", "line 2"),
+    "a SyntaxError": ("class Broken(tk.TrainModule)\n    pass\n", "SyntaxError", "line 2"),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", list(USER_CODE))
+def test_an_error_in_the_users_module_keeps_its_traceback(case, tmp_path, capsys, monkeypatch):
+    """Before, the parser reported the class as 'not a TrainModule', with no file or line."""
+    source, kind, line = USER_CODE[case]
+    name = f"userpkg_{kind.lower()}"  # one package per case: this process keeps imported ones
+    package = tmp_path / name
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "model.py").write_text(f"import trainkit as tk\n{source}\nclass Model: ...\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["trainkit"])
+    with pytest.raises(SystemExit) as exit_info:
+        main([*FIT, "--model", f"{name}.model.Model"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 1, err  # an error in the user's code, as in training_step
+    assert err.startswith("Traceback (most recent call last):"), err
+    assert f'{package / "model.py"}", {line}' in err  # the user's file and line
+    assert "trainkit/" not in err.split("\n", 1)[1].rsplit("\n", 2)[0]  # only the user's frames
+    assert err.strip().splitlines()[-1] == (
+        f"trainkit: error: model class_path '{name}.model.Model': importing '{name}.model' "
+        f"raised {kind} in your code (traceback above); fix it there"
+    )

@@ -74,7 +74,14 @@ def one_line_parse_errors(prog: str, argv: list[str], hint: str, parser: Any) ->
         yield
     except ArgumentError as err:
         from trainkit.cli.errors import summarize, unknown_options
+        from trainkit.cli.user_code import import_failure, missing_dependency, report_user_error
 
+        failure = import_failure(str(err))  # the user's module raised while it was imported
+        if failure is not None:
+            one_line = missing_dependency(failure)
+            if one_line is None:
+                report_user_error(failure, prog)
+            fail(one_line, prog)
         known = parser()
         unknown = unknown_options(str(err), known.get_defaults(), hint) if known else None
         broken = invalid_yaml_file(argv) if "Problems parsing config" in str(err) else None

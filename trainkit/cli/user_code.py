@@ -1,0 +1,110 @@
+"""Errors inside the user's own package, which the parser only sees as "cannot use this class".
+
+jsonargparse reports a class whose module raised on import (a NameError, a SyntaxError, an
+import of a missing package) as a class path it cannot resolve, with no file or line. Importing
+the module again here recovers the exception itself: a missing package is named with the file and
+line that imported it (one line), anything else keeps the traceback of the user's code."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+# the class paths jsonargparse tried to import, as its messages quote them
+_TRIED = (
+    re.compile(r"^\s*Given value: ([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)\s*$", re.MULTILINE),
+    re.compile(r"class_path '([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)'"),
+    re.compile(r"'class_path': '([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)'"),
+)
+_KEY = re.compile(r'Parser key "([^"]+)"')
+# frames that are not the user's: trainkit's own files and the import machinery
+_NOT_USERS = (
+    "<frozen",
+    str(Path(__file__).resolve().parents[1]),
+    str(Path(importlib.__file__).parent),
+)
+
+
+@dataclass(frozen=True)
+class UserImportFailure:
+    """The class path whose module raised while importing, what it raised, and the config
+    section it was given for."""
+
+    path: str
+    module: str
+    error: BaseException
+    key: str = "class"
+
+
+def import_failure(message: str) -> UserImportFailure | None:
+    """The first class path a parse error says was tried whose module exists but raises when
+    imported; None when each imports, or names no module at all."""
+    tried = [path for pattern in _TRIED for path in pattern.findall(message)]
+    for path in dict.fromkeys(tried):
+        module = path.rpartition(".")[0]
+        error = _import_error(module)
+        if error is not None:
+            key = _KEY.search(message)
+            return UserImportFailure(path, module, error, key.group(1) if key else "class")
+    return None
+
+
+def _import_error(module: str) -> BaseException | None:
+    try:
+        if importlib.util.find_spec(module) is None:  # imports the parent packages
+            return None
+        importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        if err.name is not None and (module == err.name or module.startswith(err.name + ".")):
+            return None  # the module itself is missing: the parser's message says so
+        return err
+    except Exception as err:  # whatever the user's module raised while it ran
+        return err
+    return None
+
+
+def _user_frames(error: BaseException) -> list[traceback.FrameSummary]:
+    """The traceback's frames in the user's files (not importlib's, not trainkit's)."""
+    return [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if not frame.filename.startswith(_NOT_USERS)
+    ]
+
+
+def missing_dependency(failure: UserImportFailure) -> str | None:
+    """One line for a package the user's module imports but this Python lacks, naming the
+    file and line of the import (no install advice: the name may be misspelled)."""
+    error = failure.error
+    if not isinstance(error, ModuleNotFoundError):
+        return None
+    frames = _user_frames(error)
+    where = f"{frames[-1].filename} line {frames[-1].lineno}" if frames else repr(failure.module)
+    return (
+        f"{failure.key} class_path {failure.path!r}: {where} imports {error.name!r}, which is not "
+        "installed in this Python; expected an importable module; check the spelling there, or "
+        "install the package that provides it"
+    )
+
+
+def report_user_error(failure: UserImportFailure, prog: str) -> NoReturn:
+    """The user's own traceback (their frames only), one line saying where it came from, and
+    exit code 1, as for any error in their code."""
+    error = failure.error
+    frames = _user_frames(error)
+    print("Traceback (most recent call last):", file=sys.stderr)
+    print("".join(traceback.format_list(frames)), end="", file=sys.stderr)
+    print("".join(traceback.format_exception_only(error)), end="", file=sys.stderr)
+    print(
+        f"{prog}: error: {failure.key} class_path {failure.path!r}: importing {failure.module!r} raised "
+        f"{type(error).__name__} in your code (traceback above); fix it there",
+        file=sys.stderr,
+        flush=True,
+    )
+    raise SystemExit(1)
