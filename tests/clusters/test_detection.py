@@ -11,6 +11,7 @@ import socket
 import pytest
 
 from trainkit.distributed.env import detect_environment, output_is_terminal
+from trainkit.distributed.rank_env import World, rank_env
 from trainkit.distributed.rendezvous import candidate_ports, find_store_port, open_beacon
 from trainkit.distributed.restarts import restart_checkpoint
 from trainkit.distributed.signals import StopSignals, hold_stop_signals, installed_stop_signals
@@ -72,8 +73,9 @@ def test_a_batch_script_of_a_job_with_two_tasks_says_to_use_srun():
 
 
 def test_a_rank_of_trainkits_launcher_inside_a_slurm_job_is_trainkits():
-    launched = {**BATCH, "SLURM_NTASKS": "1", "TRAINKIT_ERROR_FILE": "/tmp/e", "LOCAL_RANK": "1"}
-    env = detect_environment({**launched, "WORLD_SIZE": "2", "RANK": "1"})
+    # what trainkit's launcher gives its local rank 1 of 2 (rank_env), inside the job's variables
+    launched = {**BATCH, "SLURM_NTASKS": "1", "TRAINKIT_ERROR_FILE": "/tmp/e"}
+    env = detect_environment({**launched, **rank_env(World(local_world_size=2), 1)})
     assert (env.name, env.global_rank) == ("trainkit", 1)
 
 
