@@ -144,3 +144,24 @@ def test_backend_defaults_and_override(monkeypatch):
     monkeypatch.setenv("TRAINKIT_DISTRIBUTED_BACKEND", "smoke-signals")
     with pytest.raises(ConfigError, match="TRAINKIT_DISTRIBUTED_BACKEND 'smoke-signals'"):
         resolve_backend("cpu")
+
+
+def test_only_the_requeue_signal_requeues_a_slurm_job(monkeypatch, capsys):
+    """scancel (SIGTERM) cancels; sbatch --signal=USR1@N's SIGUSR1 requeues (checked with a real
+    SLURM in tests/clusters/test_slurm_preemption.py); the signal is a setting."""
+    from trainkit.distributed import slurm
+
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    monkeypatch.delenv("TRAINKIT_REQUEUE_SIGNAL", raising=False)
+    monkeypatch.setattr(slurm, "job_can_requeue", lambda job: (False, "asked"))
+    slurm.requeue_after_preemption(True, "SIGTERM")
+    said = capsys.readouterr().err
+    assert "stopped by SIGTERM; not requeueing SLURM job 42: only SIGUSR1 requeues it" in said
+    slurm.requeue_after_preemption(True, "SIGUSR1")  # goes on to ask SLURM
+    assert "not requeueing SLURM job 42: asked" in capsys.readouterr().err
+    monkeypatch.setenv("TRAINKIT_REQUEUE_SIGNAL", "term")
+    slurm.requeue_after_preemption(True, "SIGTERM")
+    assert "not requeueing SLURM job 42: asked" in capsys.readouterr().err
+    monkeypatch.setenv("TRAINKIT_REQUEUE_SIGNAL", "HUP")
+    with pytest.raises(ConfigError, match="TRAINKIT_REQUEUE_SIGNAL 'HUP'; expected USR1"):
+        slurm.requeue_signal()

@@ -89,3 +89,38 @@ def test_a_preempted_batch_job_requeues_itself_and_resumes_exactly(
     assert f"requeued SLURM job {job}" in output, output
     assert "restart 1 (SLURM requeue): resuming from" in output, output
     assert_same_weights(straight_run(2), checkpoints(tmp_path / "run")["last.ckpt"])
+
+
+def test_scancel_of_a_running_batch_job_keeps_it_cancelled(slurm, tmp_path, no_leftovers):
+    """scancel sends SIGTERM: the ranks save and stop, and the job is not requeued (only the
+    requeue signal, SIGUSR1 by default, requeues it). Before, a cancelled job ran again."""
+    started = tmp_path / "started"
+    config = cluster_config(tmp_path, sleep_s=0.1, touch_file=str(started), touch_after_steps=3)
+    script = tmp_path / "job.sh"
+    script.write_text(
+        "#!/bin/bash\n" + command_line(["srun", *trainkit_command(config, tmp_path / "run")]) + "\n"
+    )
+    log = tmp_path / "job.log"
+    job = slurm.submit(
+        "--requeue",
+        "--ntasks=2",
+        "--open-mode=append",
+        "-o",
+        str(log),
+        "-D",
+        str(tmp_path),
+        str(script),
+    )
+    running = lambda: slurm.job_field(job, "JobState") in ("PENDING", "RUNNING")  # noqa: E731
+    wait_for_files([started], running, "training")
+    assert slurm.run("scancel", job).returncode == 0
+    decided = ("not requeueing SLURM job", "requeued SLURM job")  # rank 0's last word, either way
+    deadline = time.monotonic() + 60
+    while not any(word in log.read_text() for word in decided) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    slurm.wait_for_state(job, ("CANCELLED", "PENDING", "REQUEUED"))
+    output = log.read_text()
+    assert "preempted (SIGTERM)" in output, output + slurm.logs()
+    assert f"stopped by SIGTERM; not requeueing SLURM job {job}: only SIGUSR1 requeues it" in output
+    assert slurm.job_field(job, "JobState") == "CANCELLED", output
+    assert slurm.job_field(job, "Restarts") == "0", output

@@ -15,6 +15,11 @@ from trainkit.errors import ConfigError
 PORT_BASE, PORT_SPAN = 15000, 20000  # derived rendezvous ports: 15000-34999
 STEPS_PER_JOB = 64  # a job's first 64 steps get ports no other job's first steps get
 REQUEUE_ENV = "TRAINKIT_AUTO_REQUEUE"  # "0": never requeue the SLURM job after a preemption
+# the stop signal after which the job is requeued (Lightning's requeue_signal): USR1, what
+# sbatch --signal=USR1@N sends before the time limit; SIGTERM (scancel, the limit itself, a
+# manual scontrol requeue, node shutdown) saves and stops without requeueing unless set to TERM
+REQUEUE_SIGNAL_ENV = "TRAINKIT_REQUEUE_SIGNAL"
+REQUEUE_SIGNALS = ("USR1", "TERM")
 
 
 def _int(env: Mapping[str, str], key: str, default: int = 0) -> int:
@@ -111,12 +116,41 @@ def job_can_requeue(job_id: str) -> tuple[bool, str]:
     return True, ""
 
 
-def requeue_after_preemption(is_global_zero: bool) -> None:
-    """On global rank 0 of a SLURM batch job, once every rank saved after a stop signal:
-    ``scontrol requeue $SLURM_JOB_ID``, so the job runs again and resumes from ``last``
-    (Lightning's auto_requeue). ``TRAINKIT_AUTO_REQUEUE=0`` turns it off."""
+def requeue_signal() -> str:
+    """The signal name (``SIGUSR1``) after which a preempted job is requeued; a bad
+    $TRAINKIT_REQUEUE_SIGNAL is a one-line error (checked when a fit starts)."""
+    given = os.environ.get(REQUEUE_SIGNAL_ENV, "").strip()
+    name = given.upper().removeprefix("SIG") or "USR1"
+    if name not in REQUEUE_SIGNALS:
+        raise ConfigError(
+            REQUEUE_SIGNAL_ENV,
+            given,
+            "USR1 (the default: what sbatch --signal=USR1@N sends) or TERM (requeue after "
+            "scancel and the time limit too)",
+            f"unset it for USR1; {REQUEUE_ENV}=0 never requeues",
+        )
+    return f"SIG{name}"
+
+
+def requeue_after_preemption(is_global_zero: bool, stopped_by: str | None) -> None:
+    """On global rank 0 of a SLURM batch job, once every rank saved after ``stopped_by`` (the
+    stop signal's name): ``scontrol requeue $SLURM_JOB_ID`` if that is the requeue signal, so
+    the job runs again and resumes from ``last`` (Lightning's auto_requeue); any other signal
+    (scancel's SIGTERM) leaves the job as the scheduler ends it. ``TRAINKIT_AUTO_REQUEUE=0``
+    turns requeueing off."""
     job_id = os.environ.get("SLURM_JOB_ID", "")
     if not is_global_zero or not job_id or os.environ.get(REQUEUE_ENV, "1") == "0":
+        return
+    wanted = requeue_signal()
+    if stopped_by != wanted:
+        print(
+            f"trainkit: stopped by {stopped_by}; not requeueing SLURM job {job_id}: only "
+            f"{wanted} requeues it (sbatch --signal={wanted.removeprefix('SIG')}@120 sends it "
+            f"before the time limit; scancel and the limit itself send SIGTERM; "
+            f"{REQUEUE_SIGNAL_ENV}=TERM requeues after those too)",
+            file=sys.stderr,
+            flush=True,
+        )
         return
     can, why = job_can_requeue(job_id)
     if not can:

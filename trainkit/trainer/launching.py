@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from typing import Any
 
 from trainkit.distributed.restarts import restart_checkpoint
 from trainkit.distributed.signals import hold_stop_signals
-from trainkit.distributed.slurm import requeue_after_preemption
+from trainkit.distributed.slurm import requeue_after_preemption, requeue_signal
 
 
 @contextlib.contextmanager
@@ -17,9 +18,11 @@ def fit_under_scheduler(trainer: Any, ckpt_path: str | None) -> Iterator[str | N
     a restarted job (max_restarts, torchrun, SLURM requeue) resumes from last.ckpt; after a
     preemption, rank 0 of a SLURM batch job requeues it. Yields the checkpoint to start from."""
     runs_here = trainer.strategy.cluster.external or trainer.world_size <= 1
+    if "SLURM_JOB_ID" in os.environ:
+        requeue_signal()  # a bad TRAINKIT_REQUEUE_SIGNAL fails now, not after hours of training
     with hold_stop_signals():
         yield restart_checkpoint(
             ckpt_path, trainer.default_root_dir, trainer.is_global_zero and runs_here
         )
     if trainer.preempted:
-        requeue_after_preemption(trainer.is_global_zero)
+        requeue_after_preemption(trainer.is_global_zero, trainer.preempted)
