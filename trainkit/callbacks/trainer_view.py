@@ -3,8 +3,8 @@ callbacks never import the Trainer (nothing below ``trainer/`` does), and the Tr
 Lightning-named read-outs (``trainer/properties.py``) satisfy it.
 
 A leaf: the types it names are imported for type checkers only, from modules that never import
-the callbacks. ``Callback``'s own hook signatures keep ``trainer: Any``, so a user's callback may
-annotate its hooks with the Trainer class itself.
+the callbacks. ``Callback``'s hooks receive a ``TrainerView``: a user's callback that reads other
+Trainer members annotates its hooks' ``trainer`` with the Trainer class (or ``Any``) itself.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     import torch
 
     from trainkit.loggers.base import Logger
+    from trainkit.loops.state import RunState
     from trainkit.optim import SchedulerConfig
     from trainkit.strategies.base import Strategy
 
@@ -47,6 +48,8 @@ class TrainerView(Protocol):
     def is_final_epoch(self) -> bool: ...
     @property
     def num_training_batches(self) -> int | float: ...
+    @property
+    def num_training_batches_seen(self) -> int: ...  # batches the last epoch actually ran
     @property
     def num_eval_batches(self) -> int: ...
 
@@ -86,6 +89,12 @@ class TrainerView(Protocol):
     @property
     def loggers(self) -> list[Logger]: ...
     @property
+    def logger(self) -> Logger | None: ...  # the first logger
+    @property
     def log_dir(self) -> str: ...
     def log_to_loggers(self, metrics: dict[str, float], step: int) -> None: ...
     def save_checkpoint(self, filepath: str, weights_only: bool = False) -> None: ...
+
+    # ---- the run state (what LearningRateMonitor and ModelCheckpoint's file helpers reach) -------
+    @property
+    def run_state(self) -> RunState: ...  # its metric hub, its CheckpointIO
