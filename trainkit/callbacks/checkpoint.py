@@ -16,6 +16,7 @@ from trainkit.callbacks.base import Checkpoint
 from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.distributed.comm import rank_zero_info
 from trainkit.errors import ConfigError, MisconfigurationError
+from trainkit.module import TrainModule  # never imports the callbacks: no circle
 
 
 class ModelCheckpoint(Checkpoint):
@@ -128,16 +129,21 @@ class ModelCheckpoint(Checkpoint):
         return f"{type(self).__qualname__}{settings!r}"
 
     # ---- when to save --------------------------------------------------------------------------
-    def setup(self, trainer: TrainerView, module: Any, stage: str) -> None:
+    def setup(self, trainer: TrainerView, module: TrainModule, stage: str) -> None:
         if self.dirpath is None:
             self.dirpath = str(Path(trainer.log_dir) / "checkpoints")
         self.dirpath = trainer.strategy.broadcast(self.dirpath)
 
-    def on_train_start(self, trainer: TrainerView, module: Any) -> None:
+    def on_train_start(self, trainer: TrainerView, module: TrainModule) -> None:
         self._last_time_checked = time.monotonic()
 
     def on_train_batch_end(
-        self, trainer: TrainerView, module: Any, outputs: Any, batch: Any, batch_idx: int
+        self,
+        trainer: TrainerView,
+        module: TrainModule,
+        outputs: object,
+        batch: object,
+        batch_idx: int,
     ) -> None:
         step_due = (
             self.every_n_train_steps >= 1 and trainer.global_step % self.every_n_train_steps == 0
@@ -158,7 +164,7 @@ class ModelCheckpoint(Checkpoint):
         saved = self._save_top_k(trainer, metrics)
         self._save_last(trainer, metrics, saved)
 
-    def on_train_epoch_end(self, trainer: TrainerView, module: Any) -> None:
+    def on_train_epoch_end(self, trainer: TrainerView, module: TrainModule) -> None:
         if self._skip_stage(trainer):
             return
         metrics = files.monitor_candidates(trainer)
@@ -171,7 +177,7 @@ class ModelCheckpoint(Checkpoint):
             saved = self._save_top_k(trainer, metrics)
         self._save_last(trainer, metrics, saved)  # last.ckpt: the completed epoch, every epoch
 
-    def on_validation_end(self, trainer: TrainerView, module: Any) -> None:
+    def on_validation_end(self, trainer: TrainerView, module: TrainModule) -> None:
         if self._skip_stage(trainer):
             return
         metrics = files.monitor_candidates(trainer)
@@ -186,7 +192,9 @@ class ModelCheckpoint(Checkpoint):
             saved = self._save_top_k(trainer, metrics)
             self._save_last(trainer, metrics, saved)
 
-    def on_exception(self, trainer: TrainerView, module: Any, exception: BaseException) -> None:
+    def on_exception(
+        self, trainer: TrainerView, module: TrainModule, exception: BaseException
+    ) -> None:
         if (
             not self.save_on_exception
             or self.dirpath is None

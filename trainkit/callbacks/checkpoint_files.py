@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from trainkit.callbacks.base import Checkpoint
+from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.errors import ConfigError
 
 _FIELD = re.compile(r"\{([A-Za-z_][\w/.-]*)(:[^}]*)?\}")
@@ -31,23 +33,24 @@ def fill_template(template: str, metrics: dict[str, Any], insert_name: bool) -> 
     return _FIELD.sub(fill, template)
 
 
-def monitor_candidates(trainer: Any) -> dict[str, Any]:
+def monitor_candidates(trainer: TrainerView) -> dict[str, Any]:
     """What a filename and ``monitor`` can use: the callback metrics plus ``epoch`` and ``step``."""
     candidates = dict(trainer.callback_metrics)
     candidates.setdefault("epoch", trainer.current_epoch)
     candidates.setdefault("step", trainer.global_step)
     for key in ("epoch", "step"):
-        if isinstance(candidates[key], torch.Tensor):
-            candidates[key] = int(candidates[key].item())
+        value = candidates[key]
+        if isinstance(value, torch.Tensor):
+            candidates[key] = int(value.item())
     return candidates
 
 
-def exists_on_rank_zero(trainer: Any, path: str) -> bool:
+def exists_on_rank_zero(trainer: TrainerView, path: str) -> bool:
     """Whether ``path`` exists, as global rank 0 sees it (every rank gets the same answer)."""
     return bool(trainer.strategy.broadcast(os.path.lexists(path)))
 
 
-def remove_checkpoint(trainer: Any, path: str) -> None:
+def remove_checkpoint(trainer: TrainerView, path: str) -> None:
     """Delete a checkpoint file (or sharded checkpoint folder) on global rank 0."""
     if not trainer.is_global_zero:
         return
@@ -58,7 +61,7 @@ def remove_checkpoint(trainer: Any, path: str) -> None:
         target.unlink(missing_ok=True)
 
 
-def link_checkpoint(trainer: Any, target: str, link: str) -> None:
+def link_checkpoint(trainer: TrainerView, target: str, link: str) -> None:
     """Make ``link`` a relative symlink to ``target`` (a copy where links are not allowed)."""
     if trainer.is_global_zero and os.path.abspath(target) != os.path.abspath(link):
         path = Path(link)
@@ -79,7 +82,7 @@ def inside(folder: str, path: str) -> bool:
     return Path(folder).absolute() in Path(path).absolute().parents
 
 
-def notify_loggers(trainer: Any, callback: Any) -> None:
+def notify_loggers(trainer: TrainerView, callback: Checkpoint) -> None:
     """Lightning's ``logger.after_save_checkpoint(callback)``, on global rank 0, for loggers
     that define it (e.g. to upload the new checkpoint)."""
     if not trainer.is_global_zero:
@@ -97,14 +100,14 @@ def notify_loggers(trainer: Any, callback: Any) -> None:
         hook(callback)
 
 
-def wait_for_saves(trainer: Any) -> None:
+def wait_for_saves(trainer: TrainerView) -> None:
     """Block until the run's CheckpointIO has written every save (async saves finish)."""
     io = trainer.run_state.checkpoint_io
     if io is not None:
         io.wait()
 
 
-def tensor_or_none(value: Any) -> torch.Tensor | None:
+def tensor_or_none(value: object) -> torch.Tensor | None:
     """A saved score as a tensor (None stays None)."""
     return None if value is None else torch.as_tensor(value)
 

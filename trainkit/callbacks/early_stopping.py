@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import warnings
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from trainkit.callbacks.base import Callback
 from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from trainkit.module import TrainModule
 
 
 class EarlyStoppingReason(Enum):
@@ -93,17 +96,17 @@ class EarlyStopping(Callback):
             return ""
         return f"{self.stopping_reason.name.lower()}: {self.stopping_reason_message}"
 
-    def setup(self, trainer: TrainerView, module: Any, stage: str) -> None:
+    def setup(self, trainer: TrainerView, module: TrainModule, stage: str) -> None:
         if self._check_on_train_epoch_end is None:
             self._check_on_train_epoch_end = (
                 trainer.val_check_interval == 1.0 and trainer.check_val_every_n_epoch == 1
             )
 
-    def on_train_epoch_end(self, trainer: TrainerView, module: Any) -> None:
+    def on_train_epoch_end(self, trainer: TrainerView, module: TrainModule) -> None:
         if self._check_on_train_epoch_end and not trainer.sanity_checking:
             self._run_check(trainer)
 
-    def on_validation_end(self, trainer: TrainerView, module: Any) -> None:
+    def on_validation_end(self, trainer: TrainerView, module: TrainModule) -> None:
         if self._check_on_train_epoch_end or trainer.sanity_checking or trainer.state != "fit":
             return
         self._run_check(trainer)
@@ -168,7 +171,7 @@ class EarlyStopping(Callback):
             )
         return EarlyStoppingReason.NOT_STOPPED, None
 
-    def _better(self, a: torch.Tensor, b: Any) -> bool:
+    def _better(self, a: torch.Tensor, b: torch.Tensor | float) -> bool:
         return bool(a < b if self.mode == "min" else a > b)
 
     def _improvement_message(self, current: torch.Tensor) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Generator, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -15,6 +15,9 @@ from trainkit.callbacks.base import Callback
 from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.distributed.comm import rank_zero_info
 from trainkit.errors import MisconfigurationError
+
+if TYPE_CHECKING:
+    from trainkit.module import TrainModule
 
 Modules = nn.Module | Iterable[nn.Module | Iterable]
 
@@ -132,7 +135,7 @@ class BaseFinetuning(Callback):
             optimizer.add_param_group({"params": params, "lr": group_lr})
 
     # ---- hooks -----------------------------------------------------------------------------------
-    def setup(self, trainer: TrainerView, pl_module: Any, stage: str) -> None:
+    def setup(self, trainer: TrainerView, pl_module: TrainModule, stage: str) -> None:
         self.freeze_before_training(pl_module)
         if not trainer.strategy.supports_param_group_changes:
             raise MisconfigurationError(
@@ -142,18 +145,18 @@ class BaseFinetuning(Callback):
             )
 
     def on_load_checkpoint(
-        self, trainer: TrainerView, pl_module: Any, checkpoint: dict[str, Any]
+        self, trainer: TrainerView, pl_module: TrainModule, checkpoint: dict[str, Any]
     ) -> None:
         state = checkpoint.get("callbacks", {}).get(self.state_key)
         if state is not None and trainer.optimizers:  # before the optimizer states load
             self.load_state_dict(state)
             self._restore(trainer, pl_module)
 
-    def on_fit_start(self, trainer: TrainerView, pl_module: Any) -> None:
+    def on_fit_start(self, trainer: TrainerView, pl_module: TrainModule) -> None:
         if self._restarting:
             self._restore(trainer, pl_module)
 
-    def on_train_epoch_start(self, trainer: TrainerView, pl_module: Any) -> None:
+    def on_train_epoch_start(self, trainer: TrainerView, pl_module: TrainModule) -> None:
         for index, optimizer in enumerate(trainer.optimizers):
             before = len(optimizer.param_groups)
             self.finetune_function(pl_module, trainer.current_epoch, optimizer)
@@ -161,7 +164,7 @@ class BaseFinetuning(Callback):
 
     # ---- state -----------------------------------------------------------------------------------
     def on_save_checkpoint(
-        self, trainer: TrainerView, pl_module: Any, checkpoint: dict[str, Any]
+        self, trainer: TrainerView, pl_module: TrainModule, checkpoint: dict[str, Any]
     ) -> None:
         state = checkpoint.get("callbacks", {}).get(self.state_key)
         if state is not None:  # which parameters train now, and which BatchNorms track
@@ -278,7 +281,7 @@ class BackboneFinetuning(BaseFinetuning):
         self.previous_backbone_lr = state_dict.get("previous_backbone_lr")
         super().load_state_dict(state_dict)
 
-    def on_fit_start(self, trainer: TrainerView, pl_module: Any) -> None:
+    def on_fit_start(self, trainer: TrainerView, pl_module: TrainModule) -> None:
         if not isinstance(getattr(pl_module, "backbone", None), nn.Module):
             raise MisconfigurationError(
                 f"BackboneFinetuning needs a module attribute `backbone` (an nn.Module); "

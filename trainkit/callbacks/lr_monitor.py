@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import warnings
 from collections import defaultdict
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
 from trainkit.callbacks.base import Callback
+from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.errors import ConfigError, MisconfigurationError
+
+if TYPE_CHECKING:
+    from trainkit.module import TrainModule
 
 
 class LearningRateMonitor(Callback):
@@ -40,7 +44,7 @@ class LearningRateMonitor(Callback):
         self.log_weight_decay = log_weight_decay
         self.lrs: dict[str, list[float]] = {}
 
-    def on_train_start(self, trainer: Any, module: Any) -> None:
+    def on_train_start(self, trainer: TrainerView, module: TrainModule) -> None:
         if not trainer.loggers:
             raise MisconfigurationError(
                 "Cannot use `LearningRateMonitor` callback with `Trainer` that has no logger."
@@ -55,18 +59,20 @@ class LearningRateMonitor(Callback):
                 stacklevel=2,
             )
 
-    def on_train_batch_start(self, trainer: Any, module: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(
+        self, trainer: TrainerView, module: TrainModule, batch: object, batch_idx: int
+    ) -> None:
         if (
             self.logging_interval != "epoch"
             and trainer.global_step % trainer.log_every_n_steps == 0
         ):
             self._log(trainer, "step" if self.logging_interval is None else "any")
 
-    def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
+    def on_train_epoch_start(self, trainer: TrainerView, module: TrainModule) -> None:
         if self.logging_interval != "step":
             self._log(trainer, "epoch" if self.logging_interval is None else "any")
 
-    def _log(self, trainer: Any, interval: str) -> None:
+    def _log(self, trainer: TrainerView, interval: str) -> None:
         stats = self.learning_rates(trainer, interval)
         if not stats:
             return
@@ -76,7 +82,7 @@ class LearningRateMonitor(Callback):
             {name: torch.tensor(float(value)) for name, value in stats.items()}
         )
 
-    def learning_rates(self, trainer: Any, interval: str = "any") -> dict[str, float]:
+    def learning_rates(self, trainer: TrainerView, interval: str = "any") -> dict[str, float]:
         """The rates (and momentum, weight decay) of the optimizers due at ``interval``
         ('step', 'epoch' or 'any'), by name."""
         scheduled = {id(c.scheduler.optimizer): c.interval for c in trainer.lr_scheduler_configs}

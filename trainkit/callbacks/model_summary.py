@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from torch import nn
 
 from trainkit.callbacks.base import Callback
+from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from trainkit.module import TrainModule
 
 COLUMNS = ("", "Name", "Type", "Params", "Mode")
 
@@ -40,7 +45,7 @@ class Summary:
         ]
 
 
-def _count(params: Any) -> int:
+def _count(params: Iterable[nn.Parameter]) -> int:
     return sum(
         0 if isinstance(p, nn.parameter.UninitializedParameter) else p.numel() for p in params
     )
@@ -86,7 +91,7 @@ def human_count(number: float) -> str:
 class ModelSummary(Callback):
     """Print a table of the layers and the parameter totals when fit starts (global rank 0)."""
 
-    def __init__(self, max_depth: int = 1, **summarize_kwargs: Any) -> None:
+    def __init__(self, max_depth: int = 1, **summarize_kwargs: object) -> None:
         """
         Args:
             max_depth: How deep the layer table goes (1: direct children, -1: all, 0: no summary).
@@ -96,7 +101,7 @@ class ModelSummary(Callback):
         self._max_depth = max_depth
         self._summarize_kwargs = summarize_kwargs
 
-    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_fit_start(self, trainer: TrainerView, pl_module: TrainModule) -> None:
         if not self._max_depth:
             return
         summary = summarize(pl_module, self._max_depth)
@@ -104,7 +109,7 @@ class ModelSummary(Callback):
             self.summarize(summary, **self._summarize_kwargs)
 
     @staticmethod
-    def summarize(summary: Summary, **summarize_kwargs: Any) -> None:
+    def summarize(summary: Summary, **summarize_kwargs: object) -> None:
         """Print ``summary`` as a plain-text table."""
         print(format_table(summary), flush=True)
 

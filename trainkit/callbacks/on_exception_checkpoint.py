@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trainkit.callbacks.base import Checkpoint
 from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.distributed.comm import rank_zero_info
 from trainkit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from trainkit.module import TrainModule
 
 
 class OnExceptionCheckpoint(Checkpoint):
@@ -34,7 +37,9 @@ class OnExceptionCheckpoint(Checkpoint):
         """Where the checkpoint is written."""
         return os.path.join(self.dirpath, self.filename + self.FILE_EXTENSION)
 
-    def on_exception(self, trainer: TrainerView, module: Any, exception: BaseException) -> None:
+    def on_exception(
+        self, trainer: TrainerView, module: TrainModule, exception: BaseException
+    ) -> None:
         if trainer.world_size > 1:  # the other ranks are not here to write their part
             rank_zero_info(
                 f"OnExceptionCheckpoint: no checkpoint after {type(exception).__name__}: a "

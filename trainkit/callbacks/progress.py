@@ -6,10 +6,14 @@ from __future__ import annotations
 import importlib
 import math
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from trainkit.callbacks.base import Callback
+from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.metrics import to_float
+
+if TYPE_CHECKING:
+    from trainkit.module import TrainModule
 
 
 class Bars(Protocol):
@@ -66,7 +70,9 @@ class ProgressBar(Callback):
         """Hide the bar (ranks other than 0 are always disabled)."""
         self._enabled = False
 
-    def get_metrics(self, trainer: Any, pl_module: Any) -> dict[str, int | str | float]:
+    def get_metrics(
+        self, trainer: TrainerView, pl_module: TrainModule
+    ) -> dict[str, int | str | float]:
         """What the bar shows: the ``prog_bar`` metrics, and ``v_num`` (the logger's version)."""
         metrics: dict[str, int | str | float] = {
             name: to_float(value) for name, value in trainer.progress_bar_metrics.items()
@@ -76,11 +82,11 @@ class ProgressBar(Callback):
             metrics["v_num"] = version[-4:] if isinstance(version, str) else version
         return metrics
 
-    def epoch_description(self, trainer: Any) -> str:
+    def epoch_description(self, trainer: TrainerView) -> str:
         """The label of the training bar."""
         return f"epoch {trainer.current_epoch}"
 
-    def metrics_text(self, trainer: Any, pl_module: Any) -> str:
+    def metrics_text(self, trainer: TrainerView, pl_module: TrainModule) -> str:
         """The metrics beside the training bar."""
         return "  ".join(f"{k}={to_float(v):.4g}" for k, v in trainer.progress_bar_metrics.items())
 
@@ -96,7 +102,7 @@ class ProgressBar(Callback):
         return RichBars(leave=False)
 
     # ---- hooks -----------------------------------------------------------------------------------
-    def setup(self, trainer: Any, module: Any, stage: str) -> None:
+    def setup(self, trainer: TrainerView, module: TrainModule, stage: str) -> None:
         if not trainer.is_global_zero:
             self.disable()
         if self.is_enabled and self._bars is None:
@@ -104,12 +110,12 @@ class ProgressBar(Callback):
             if self._bars is not None:
                 self._bars.start()
 
-    def teardown(self, trainer: Any, module: Any, stage: str) -> None:
+    def teardown(self, trainer: TrainerView, module: TrainModule, stage: str) -> None:
         if self._bars is not None:
             self._bars.stop()
             self._bars = None
 
-    def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
+    def on_train_epoch_start(self, trainer: TrainerView, module: TrainModule) -> None:
         self._epoch_started = time.perf_counter()
         if self._bars is not None:
             self._bars.train_start(
@@ -117,12 +123,17 @@ class ProgressBar(Callback):
             )
 
     def on_train_batch_end(
-        self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int
+        self,
+        trainer: TrainerView,
+        module: TrainModule,
+        outputs: object,
+        batch: object,
+        batch_idx: int,
     ) -> None:
         if self._bars is not None and (batch_idx + 1) % self.refresh_rate == 0:
             self._bars.train_update(batch_idx + 1, self.metrics_text(trainer, module))
 
-    def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+    def on_train_epoch_end(self, trainer: TrainerView, module: TrainModule) -> None:
         if self._bars is not None:
             self._bars.train_update(
                 trainer.num_training_batches_seen, self.metrics_text(trainer, module)
@@ -135,11 +146,11 @@ class ProgressBar(Callback):
                 flush=True,
             )
 
-    def _eval_start(self, trainer: Any, description: str) -> None:
+    def _eval_start(self, trainer: TrainerView, description: str) -> None:
         if self._bars is not None:
             self._bars.eval_start(description, _known(trainer.num_eval_batches) or None)
 
-    def _eval_update(self, trainer: Any, batch_idx: int) -> None:
+    def _eval_update(self, trainer: TrainerView, batch_idx: int) -> None:
         if self._bars is not None and (batch_idx + 1) % self.refresh_rate == 0:
             self._bars.eval_update(batch_idx + 1, _known(trainer.num_eval_batches) or None)
 
@@ -147,38 +158,38 @@ class ProgressBar(Callback):
         if self._bars is not None:
             self._bars.eval_end()
 
-    def on_validation_epoch_start(self, trainer: Any, module: Any) -> None:
+    def on_validation_epoch_start(self, trainer: TrainerView, module: TrainModule) -> None:
         self._eval_start(trainer, "Sanity Checking" if trainer.sanity_checking else "Validation")
 
     def on_validation_batch_end(
         self,
-        trainer: Any,
-        module: Any,
-        outputs: Any,
-        batch: Any,
+        trainer: TrainerView,
+        module: TrainModule,
+        outputs: object,
+        batch: object,
         batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:
         self._eval_update(trainer, batch_idx)
 
-    def on_validation_epoch_end(self, trainer: Any, module: Any) -> None:
+    def on_validation_epoch_end(self, trainer: TrainerView, module: TrainModule) -> None:
         self._eval_end()
 
-    def on_test_epoch_start(self, trainer: Any, module: Any) -> None:
+    def on_test_epoch_start(self, trainer: TrainerView, module: TrainModule) -> None:
         self._eval_start(trainer, "Testing")
 
     def on_test_batch_end(
         self,
-        trainer: Any,
-        module: Any,
-        outputs: Any,
-        batch: Any,
+        trainer: TrainerView,
+        module: TrainModule,
+        outputs: object,
+        batch: object,
         batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:
         self._eval_update(trainer, batch_idx)
 
-    def on_test_epoch_end(self, trainer: Any, module: Any) -> None:
+    def on_test_epoch_end(self, trainer: TrainerView, module: TrainModule) -> None:
         self._eval_end()
 
 

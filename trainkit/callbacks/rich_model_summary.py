@@ -10,7 +10,7 @@ from trainkit.callbacks.model_summary import COLUMNS, ModelSummary, Summary, hum
 class RichModelSummary(ModelSummary):
     """The layer table and parameter totals of ModelSummary, drawn with rich, on global rank 0."""
 
-    def __init__(self, max_depth: int = 1, **summarize_kwargs: Any) -> None:
+    def __init__(self, max_depth: int = 1, **summarize_kwargs: object) -> None:
         """
         Args:
             max_depth: How deep the layer table goes (1: direct children, -1: all, 0: no summary).

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainkit.callbacks.progress import Bars, ProgressBar
 from trainkit.callbacks.rich_bars import RichBars, RichProgressBarTheme
+from trainkit.callbacks.trainer_view import TrainerView
+
+if TYPE_CHECKING:
+    from trainkit.module import TrainModule
 
 __all__ = ["RichProgressBar", "RichProgressBarTheme"]
 
@@ -36,13 +40,13 @@ class RichProgressBar(ProgressBar):
     def make_bars(self) -> Bars:
         return RichBars(self._leave, self.theme, self._console_kwargs)
 
-    def epoch_description(self, trainer: Any) -> str:
+    def epoch_description(self, trainer: TrainerView) -> str:
         epochs = trainer.max_epochs
         if epochs is None or epochs < 1 or math.isinf(epochs):
             return f"Epoch {trainer.current_epoch}"
         return f"Epoch {trainer.current_epoch}/{int(epochs) - 1}"
 
-    def metrics_text(self, trainer: Any, pl_module: Any) -> str:
+    def metrics_text(self, trainer: TrainerView, pl_module: TrainModule) -> str:
         theme = self.theme
         return theme.metrics_text_delimiter.join(
             f"{name}: {value:{theme.metrics_format}}"

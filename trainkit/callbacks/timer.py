@@ -5,12 +5,15 @@ from __future__ import annotations
 import re
 import time
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainkit.callbacks.base import Callback
 from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.distributed.comm import rank_zero_info
 from trainkit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from trainkit.module import TrainModule
 
 STAGES = ("train", "sanity_check", "validate", "test", "predict")  # Lightning's RunningStage
 _DURATION = re.compile(r"(\d+):(\d\d):(\d\d):(\d\d)")
@@ -88,49 +91,54 @@ class Timer(Callback):
     def _end(self, stage: str) -> None:
         self._end_time[stage] = time.monotonic()
 
-    def on_train_start(self, trainer: TrainerView, module: Any) -> None:
+    def on_train_start(self, trainer: TrainerView, module: TrainModule) -> None:
         self._begin("train")
 
-    def on_train_end(self, trainer: TrainerView, module: Any) -> None:
+    def on_train_end(self, trainer: TrainerView, module: TrainModule) -> None:
         self._end("train")
 
-    def on_sanity_check_start(self, trainer: TrainerView, module: Any) -> None:
+    def on_sanity_check_start(self, trainer: TrainerView, module: TrainModule) -> None:
         self._begin("sanity_check")
 
-    def on_sanity_check_end(self, trainer: TrainerView, module: Any) -> None:
+    def on_sanity_check_end(self, trainer: TrainerView, module: TrainModule) -> None:
         self._end("sanity_check")
 
-    def on_validation_start(self, trainer: TrainerView, module: Any) -> None:
+    def on_validation_start(self, trainer: TrainerView, module: TrainModule) -> None:
         if not trainer.sanity_checking:
             self._begin("validate")
 
-    def on_validation_end(self, trainer: TrainerView, module: Any) -> None:
+    def on_validation_end(self, trainer: TrainerView, module: TrainModule) -> None:
         if not trainer.sanity_checking:
             self._end("validate")
 
-    def on_test_start(self, trainer: TrainerView, module: Any) -> None:
+    def on_test_start(self, trainer: TrainerView, module: TrainModule) -> None:
         self._begin("test")
 
-    def on_test_end(self, trainer: TrainerView, module: Any) -> None:
+    def on_test_end(self, trainer: TrainerView, module: TrainModule) -> None:
         self._end("test")
 
-    def on_predict_start(self, trainer: TrainerView, module: Any) -> None:
+    def on_predict_start(self, trainer: TrainerView, module: TrainModule) -> None:
         self._begin("predict")
 
-    def on_predict_end(self, trainer: TrainerView, module: Any) -> None:
+    def on_predict_end(self, trainer: TrainerView, module: TrainModule) -> None:
         self._end("predict")
 
-    def on_fit_start(self, trainer: TrainerView, module: Any) -> None:
+    def on_fit_start(self, trainer: TrainerView, module: TrainModule) -> None:
         if self._duration is not None:  # a resumed run may have no time left
             self._check_time_remaining(trainer, self._duration)
 
     def on_train_batch_end(
-        self, trainer: TrainerView, module: Any, outputs: Any, batch: Any, batch_idx: int
+        self,
+        trainer: TrainerView,
+        module: TrainModule,
+        outputs: object,
+        batch: object,
+        batch_idx: int,
     ) -> None:
         if self._interval == "step" and self._duration is not None:
             self._check_time_remaining(trainer, self._duration)
 
-    def on_train_epoch_end(self, trainer: TrainerView, module: Any) -> None:
+    def on_train_epoch_end(self, trainer: TrainerView, module: TrainModule) -> None:
         if self._interval == "epoch" and self._duration is not None:
             self._check_time_remaining(trainer, self._duration)
 

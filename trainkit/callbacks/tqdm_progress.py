@@ -5,9 +5,13 @@ from __future__ import annotations
 import importlib.util
 import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainkit.callbacks.progress import Bars, ProgressBar
+from trainkit.callbacks.trainer_view import TrainerView
+
+if TYPE_CHECKING:
+    from trainkit.module import TrainModule
 
 
 class TqdmBars:
@@ -100,10 +104,10 @@ class TQDMProgressBar(ProgressBar):
     def make_bars(self) -> Bars:
         return TqdmBars(self._process_position, self._leave)
 
-    def epoch_description(self, trainer: Any) -> str:
+    def epoch_description(self, trainer: TrainerView) -> str:
         return f"Epoch {trainer.current_epoch}"
 
-    def metrics_text(self, trainer: Any, pl_module: Any) -> str:
+    def metrics_text(self, trainer: TrainerView, pl_module: TrainModule) -> str:
         return ", ".join(
             f"{name}={value:.3g}"
             if isinstance(value, float) and math.isfinite(value)

@@ -1,10 +1,15 @@
-"""What the built-in callbacks read from the Trainer their hooks receive, as a Protocol: the
-callbacks never import the Trainer (nothing below ``trainer/`` does), and the Trainer's
+"""The Trainer as callbacks see it, a Protocol: ``Callback``'s hooks receive a ``TrainerView``.
+The callbacks never import the Trainer (nothing below ``trainer/`` does); the Trainer's
 Lightning-named read-outs (``trainer/properties.py``) satisfy it.
 
+It lists the Trainer's public read-outs, not only those the built-in callbacks use: a user's
+callback whose hooks leave ``trainer`` unannotated gets this type from ``Callback``, and reaches
+``trainer.lightning_module`` or ``trainer.estimated_stepping_batches`` as in Lightning. A hook
+that needs a Trainer member missing here annotates its ``trainer`` as ``Any`` (annotating it
+with the Trainer class narrows ``Callback``'s parameter, which type checkers reject).
+
 A leaf: the types it names are imported for type checkers only, from modules that never import
-the callbacks. ``Callback``'s own hook signatures keep ``trainer: Any``, so a user's callback may
-annotate its hooks with the Trainer class itself.
+the callbacks.
 """
 
 from __future__ import annotations
@@ -14,15 +19,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import torch
 
+    from trainkit.datamodule import DataModule
     from trainkit.loggers.base import Logger
+    from trainkit.loops.state import RunState
+    from trainkit.module import TrainModule
     from trainkit.optim import SchedulerConfig
+    from trainkit.profiler import PassThroughProfiler
     from trainkit.strategies.base import Strategy
+    from trainkit.strategies.precision import Precision
 
 
 class TrainerView(Protocol):
     """The Trainer's public members that callbacks use (Lightning's names)."""
 
     fast_dev_run: int
+    default_root_dir: str
 
     # ---- written by callbacks -------------------------------------------------------------------
     @property
@@ -48,25 +59,67 @@ class TrainerView(Protocol):
     @property
     def num_training_batches(self) -> int | float: ...
     @property
+    def num_training_batches_seen(self) -> int: ...  # batches the last epoch actually ran
+    @property
     def num_eval_batches(self) -> int: ...
+    @property
+    def estimated_stepping_batches(self) -> int | float: ...
+    @property
+    def preempted(self) -> str | None: ...
+    @property
+    def fit_done(self) -> bool: ...
 
     # ---- loop limits (frozen for the run) -------------------------------------------------------
     @property
     def max_epochs(self) -> int | float: ...
     @property
+    def min_epochs(self) -> int: ...
+    @property
+    def max_steps(self) -> int: ...
+    @property
+    def min_steps(self) -> int: ...
+    @property
+    def limit_train_batches(self) -> int | float: ...
+    @property
+    def limit_val_batches(self) -> int | float: ...
+    @property
+    def limit_test_batches(self) -> int | float: ...
+    @property
+    def limit_predict_batches(self) -> int | float: ...
+    @property
     def val_check_interval(self) -> int | float: ...
     @property
     def check_val_every_n_epoch(self) -> int | None: ...
+    @property
+    def num_sanity_val_steps(self) -> int: ...
+    @property
+    def gradient_clip_val(self) -> float | None: ...
+    @property
+    def gradient_clip_algorithm(self) -> str: ...
     @property
     def log_every_n_steps(self) -> int: ...
 
     # ---- what runs, where -----------------------------------------------------------------------
     @property
+    def lightning_module(self) -> TrainModule: ...
+    @property
+    def model(self) -> TrainModule | None: ...
+    @property
+    def datamodule(self) -> DataModule | None: ...
+    @property
     def strategy(self) -> Strategy: ...
+    @property
+    def precision_plugin(self) -> Precision: ...
+    @property
+    def profiler(self) -> PassThroughProfiler: ...
     @property
     def world_size(self) -> int: ...
     @property
     def global_rank(self) -> int: ...
+    @property
+    def local_rank(self) -> int: ...
+    @property
+    def node_rank(self) -> int: ...
     @property
     def is_global_zero(self) -> bool: ...
     @property
@@ -77,6 +130,14 @@ class TrainerView(Protocol):
     def train_loader(self) -> Any: ...  # the user's loader (any iterable), as prepared
     @property
     def val_loaders(self) -> list[Any]: ...
+    @property
+    def train_dataloader(self) -> Any: ...  # Lightning's names for the two above
+    @property
+    def val_dataloaders(self) -> Any: ...
+    @property
+    def callbacks(self) -> list[Any]: ...  # Callbacks: naming the class here would be a circle
+    @property
+    def checkpoint_callback(self) -> Any: ...  # the first ModelCheckpoint (None: none), likewise
 
     # ---- metrics, loggers, files ----------------------------------------------------------------
     @property
@@ -86,6 +147,12 @@ class TrainerView(Protocol):
     @property
     def loggers(self) -> list[Logger]: ...
     @property
+    def logger(self) -> Logger | None: ...  # the first logger
+    @property
     def log_dir(self) -> str: ...
     def log_to_loggers(self, metrics: dict[str, float], step: int) -> None: ...
     def save_checkpoint(self, filepath: str, weights_only: bool = False) -> None: ...
+
+    # ---- the run state (what LearningRateMonitor and ModelCheckpoint's file helpers reach) -------
+    @property
+    def run_state(self) -> RunState: ...  # its metric hub, its CheckpointIO
