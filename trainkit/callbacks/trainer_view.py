@@ -1,12 +1,10 @@
-"""The Trainer as callbacks see it, a Protocol: ``Callback``'s hooks receive a ``TrainerView``.
-The callbacks never import the Trainer (nothing below ``trainer/`` does); the Trainer's
-Lightning-named read-outs (``trainer/properties.py``) satisfy it.
+"""The Trainer as trainkit's callbacks see it, a Protocol: their hooks annotate ``trainer``
+with ``TrainerView``. The callbacks never import the Trainer (nothing below ``trainer/`` does);
+the Trainer's Lightning-named read-outs (``trainer/properties.py``) satisfy it.
 
-It lists the Trainer's public read-outs, not only those the built-in callbacks use: a user's
-callback whose hooks leave ``trainer`` unannotated gets this type from ``Callback``, and reaches
-``trainer.lightning_module`` or ``trainer.estimated_stepping_batches`` as in Lightning. A hook
-that needs a Trainer member missing here annotates its ``trainer`` as ``Any`` (annotating it
-with the Trainer class narrows ``Callback``'s parameter, which type checkers reject).
+It lists the Trainer's public read-outs, not only those the built-in callbacks use.
+``Callback``'s own hooks take ``trainer: Any``, so a user's callback may annotate it with the
+Trainer class (as a Lightning callback annotates ``pl.Trainer``) or with this Protocol.
 
 A leaf: the types it names are imported for type checkers only, from modules that never import
 the callbacks.
