@@ -7,6 +7,7 @@ import os
 from collections.abc import Sized
 from typing import Any, cast
 
+import torch
 from torch.utils.data import (
     DataLoader,
     DistributedSampler,
@@ -31,6 +32,19 @@ _LOADER_ARGS = (
     "prefetch_factor",
     "persistent_workers",
 )
+
+
+def move_to_device(batch: object, device: torch.device) -> Any:
+    """Move every tensor in a (nested) batch to ``device``."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, dict):
+        return {k: move_to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(move_to_device(v, device) for v in batch))
+    if isinstance(batch, list | tuple):
+        return type(batch)(move_to_device(v, device) for v in batch)
+    return batch
 
 
 def prepare_loader(

@@ -86,7 +86,7 @@ class TrainModule(HooksMixin, nn.Module):
         self, batch: Any, device: torch.device, dataloader_idx: int
     ) -> Any:
         """Move ``batch`` to the module's device (override to move custom batch types)."""
-        from trainkit.strategies.base import move_to_device
+        from trainkit.data import move_to_device
 
         return move_to_device(batch, device)
 
