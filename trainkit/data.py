@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sized
+from collections.abc import Callable, Iterable, Sized
 from typing import Any, cast
 
 import torch
@@ -13,6 +13,7 @@ from torch.utils.data import (
     DistributedSampler,
     IterableDataset,
     RandomSampler,
+    Sampler,
     SequentialSampler,
 )
 
@@ -48,7 +49,7 @@ def move_to_device(batch: object, device: torch.device) -> Any:
 
 
 def prepare_loader(
-    loader: Any,
+    loader: object,
     sampler_kwargs: dict[str, int] | None,
     train: bool,
     use_distributed_sampler: bool,
@@ -89,7 +90,7 @@ class WorkerInit:
     """A DataLoader worker's start: die with its rank (a stuck worker must not outlive it), seed
     it when seeding workers, then the user's own ``worker_init_fn``."""
 
-    def __init__(self, user_init: Any, seed: bool) -> None:
+    def __init__(self, user_init: Callable[[int], None] | None, seed: bool) -> None:
         self.user_init = user_init
         self.seed = seed
 
@@ -111,7 +112,9 @@ def _needs_sampler(loader: DataLoader) -> bool:
     return loader.batch_size is not None
 
 
-def _rebuild(loader: DataLoader, sampler: Any, batch_size: int | None) -> DataLoader:
+def _rebuild(
+    loader: DataLoader, sampler: Sampler | Iterable | None, batch_size: int | None
+) -> DataLoader:
     """The same DataLoader with another sampler and/or batch size."""
     kwargs = {name: getattr(loader, name) for name in _LOADER_ARGS}
     if kwargs["num_workers"] == 0:
@@ -124,7 +127,7 @@ def _rebuild(loader: DataLoader, sampler: Any, batch_size: int | None) -> DataLo
     return DataLoader(loader.dataset, sampler=sampler, **kwargs)
 
 
-def set_sampler_epoch(loader: Any, epoch: int) -> None:
+def set_sampler_epoch(loader: object, epoch: int) -> None:
     """Call ``set_epoch`` on the loader's sampler(s) so each epoch shuffles differently."""
     for holder in (getattr(loader, "sampler", None), getattr(loader, "batch_sampler", None)):
         for candidate in (holder, getattr(holder, "sampler", None)):
@@ -133,6 +136,7 @@ def set_sampler_epoch(loader: Any, epoch: int) -> None:
                 return
 
 
+# loader: Any, as a loader may or may not have a length (len() is tried, TypeError means none)
 def limited_batches(loader: Any, limit: int | float, key: str) -> int | float:
     """How many batches to run from ``loader`` given ``limit_*_batches`` (inf if unsized)."""
     try:
@@ -154,7 +158,7 @@ def limited_batches(loader: Any, limit: int | float, key: str) -> int | float:
     return int(total * limit)
 
 
-def as_loader_list(loaders: Any) -> list[Any]:
+def as_loader_list(loaders: object) -> list[Any]:
     if loaders is None:
         return []
     if isinstance(loaders, list | tuple):
