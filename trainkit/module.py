@@ -24,7 +24,7 @@ class TrainModule(HooksMixin, nn.Module):
     # ``batch`` stays Any in the steps and transfer hooks, as in Lightning: an override narrows it
     # (``batch: list[Tensor]``), which an ``object`` base makes an incompatible override (mypy)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
         self.automatic_optimization: bool = True
         self._trainer: Any = None
