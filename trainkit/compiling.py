@@ -32,11 +32,11 @@ def compile_options(setting: bool | str | dict[str, Any] | None) -> dict[str, An
     )
 
 
-def uncompiled(model: Any) -> tuple[Any, Any]:
+def uncompiled(model: nn.Module | None) -> tuple[Any, Any]:
     """``(module, compiler)``: a torch.compile'd module's original module and the compiler it
     was made with (its backend and mode kept), or the model as it is and None."""
     original = getattr(model, "_orig_mod", None)  # how torch's OptimizedModule names it
-    if isinstance(original, nn.Module):
+    if isinstance(original, nn.Module) and model is not None:
         return original, model.dynamo_ctx
     return model, None
 

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sized
+from collections.abc import Callable, Iterable, Sized
 from typing import Any, cast
 
+import torch
 from torch.utils.data import (
     DataLoader,
     DistributedSampler,
     IterableDataset,
     RandomSampler,
+    Sampler,
     SequentialSampler,
 )
 
@@ -33,8 +35,21 @@ _LOADER_ARGS = (
 )
 
 
+def move_to_device(batch: object, device: torch.device) -> Any:
+    """Move every tensor in a (nested) batch to ``device``."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, dict):
+        return {k: move_to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(move_to_device(v, device) for v in batch))
+    if isinstance(batch, list | tuple):
+        return type(batch)(move_to_device(v, device) for v in batch)
+    return batch
+
+
 def prepare_loader(
-    loader: Any,
+    loader: object,
     sampler_kwargs: dict[str, int] | None,
     train: bool,
     use_distributed_sampler: bool,
@@ -75,7 +90,7 @@ class WorkerInit:
     """A DataLoader worker's start: die with its rank (a stuck worker must not outlive it), seed
     it when seeding workers, then the user's own ``worker_init_fn``."""
 
-    def __init__(self, user_init: Any, seed: bool) -> None:
+    def __init__(self, user_init: Callable[[int], None] | None, seed: bool) -> None:
         self.user_init = user_init
         self.seed = seed
 
@@ -97,7 +112,9 @@ def _needs_sampler(loader: DataLoader) -> bool:
     return loader.batch_size is not None
 
 
-def _rebuild(loader: DataLoader, sampler: Any, batch_size: int | None) -> DataLoader:
+def _rebuild(
+    loader: DataLoader, sampler: Sampler | Iterable | None, batch_size: int | None
+) -> DataLoader:
     """The same DataLoader with another sampler and/or batch size."""
     kwargs = {name: getattr(loader, name) for name in _LOADER_ARGS}
     if kwargs["num_workers"] == 0:
@@ -110,7 +127,7 @@ def _rebuild(loader: DataLoader, sampler: Any, batch_size: int | None) -> DataLo
     return DataLoader(loader.dataset, sampler=sampler, **kwargs)
 
 
-def set_sampler_epoch(loader: Any, epoch: int) -> None:
+def set_sampler_epoch(loader: object, epoch: int) -> None:
     """Call ``set_epoch`` on the loader's sampler(s) so each epoch shuffles differently."""
     for holder in (getattr(loader, "sampler", None), getattr(loader, "batch_sampler", None)):
         for candidate in (holder, getattr(holder, "sampler", None)):
@@ -119,6 +136,7 @@ def set_sampler_epoch(loader: Any, epoch: int) -> None:
                 return
 
 
+# loader: Any, as a loader may or may not have a length (len() is tried, TypeError means none)
 def limited_batches(loader: Any, limit: int | float, key: str) -> int | float:
     """How many batches to run from ``loader`` given ``limit_*_batches`` (inf if unsized)."""
     try:
@@ -140,7 +158,7 @@ def limited_batches(loader: Any, limit: int | float, key: str) -> int | float:
     return int(total * limit)
 
 
-def as_loader_list(loaders: Any) -> list[Any]:
+def as_loader_list(loaders: object) -> list[Any]:
     if loaders is None:
         return []
     if isinstance(loaders, list | tuple):

@@ -51,7 +51,9 @@ class DataModule:
     def hparams(self) -> AttributeDict:
         return self._hparams
 
-    def save_hyperparameters(self, *names: Any, ignore: str | list[str] | None = None) -> None:
+    def save_hyperparameters(
+        self, *names: str | dict[str, Any], ignore: str | list[str] | None = None
+    ) -> None:
         """Store the ``__init__`` arguments in ``self.hparams`` and checkpoints."""
         frame = inspect.currentframe()
         caller = frame.f_back if frame is not None else None

@@ -16,7 +16,7 @@ class ParameterToggle:
     def __init__(self) -> None:
         self.saved: dict[nn.Parameter, bool] = {}
 
-    def toggle(self, parameters: Iterable[nn.Parameter], optimizer: Any) -> None:
+    def toggle(self, parameters: Iterable[nn.Parameter], optimizer: torch.optim.Optimizer) -> None:
         """Only ``optimizer``'s parameters among ``parameters`` keep getting gradients."""
         own = {id(p) for group in _param_groups(optimizer) for p in group["params"]}
         for param in parameters:
@@ -33,7 +33,9 @@ class ParameterToggle:
 
 
 def clip_gradients(
-    optimizer: Any, gradient_clip_val: float | None, gradient_clip_algorithm: str | None
+    optimizer: torch.optim.Optimizer,
+    gradient_clip_val: float | None,
+    gradient_clip_algorithm: str | None,
 ) -> None:
     """Clip the gradients of ``optimizer``'s parameters by 'norm' (default) or 'value'."""
     if not gradient_clip_val:
@@ -49,7 +51,7 @@ def clip_gradients(
         raise ConfigError("gradient_clip_algorithm", gradient_clip_algorithm, "'norm' or 'value'")
 
 
-def _param_groups(optimizer: Any) -> list[dict[str, Any]]:
+def _param_groups(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
     """The parameter groups of a torch optimizer, or of the optimizer a wrapper holds."""
     inner = getattr(optimizer, "optimizer", optimizer)
     return inner.param_groups

@@ -17,7 +17,7 @@ class AttributeDict(dict):
         except KeyError as err:
             raise AttributeError(f"no hyperparameter {key!r}; saved: {sorted(self)}") from err
 
-    def __setattr__(self, key: str, value: Any) -> None:
+    def __setattr__(self, key: str, value: object) -> None:
         self[key] = value
 
 

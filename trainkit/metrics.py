@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 from torch import Tensor
@@ -30,7 +30,7 @@ class MetricMeta:
         return f"{name}_epoch" if self.on_step else name
 
 
-def batch_size_of(batch: Any) -> int:
+def batch_size_of(batch: object) -> int:
     """The size of the first dimension of the first tensor found in ``batch`` (1 if none)."""
     if isinstance(batch, Tensor):
         return int(batch.shape[0]) if batch.ndim else 1
@@ -60,7 +60,7 @@ class MetricStore:
         self.reducer: Callable[[Tensor, str], Tensor] | None = None
         self.metric_objects: dict[str, Any] = {}  # torchmetrics Metrics logged this epoch
 
-    def new_batch(self, batch: Any) -> None:
+    def new_batch(self, batch: object) -> None:
         """Point the store at the batch being processed (its size is read only if needed)."""
         self.batch = batch
         self._batch_size = None
@@ -99,7 +99,7 @@ class MetricStore:
                 batch_size = self._current_batch_size()
             self._epoch_values[name].append((value, batch_size))
 
-    def _log_metric_object(self, name: str, metric: Any, meta: MetricMeta) -> None:
+    def _log_metric_object(self, name: str, metric: torch.nn.Module, meta: MetricMeta) -> None:
         """A torchmetrics Metric: its step value is what its forward returned for this batch;
         its epoch value is its own ``compute()`` (synced by the metric) at epoch end, then reset."""
         if meta.on_step:
@@ -207,7 +207,7 @@ class MetricStore:
         return out
 
 
-def is_metric_object(value: Any) -> bool:
+def is_metric_object(value: object) -> TypeGuard[torch.nn.Module]:
     """Whether ``value`` is a torchmetrics ``Metric`` (or behaves as one): an nn.Module with
     update, compute and reset. Checked without importing torchmetrics."""
     return isinstance(value, torch.nn.Module) and all(
@@ -215,7 +215,7 @@ def is_metric_object(value: Any) -> bool:
     )
 
 
-def _scalar(name: str, value: Any) -> Tensor:
+def _scalar(name: str, value: object) -> Tensor:
     value = torch.as_tensor(value).detach()
     if value.numel() != 1:
         raise ValueError(

@@ -5,10 +5,13 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.optim import Optimizer
+from torch.serialization import MAP_LOCATION
 
 from trainkit.gradients import ParameterToggle, clip_gradients
 from trainkit.hparams import AttributeDict, collect_init_args, select_hparams
@@ -18,7 +21,10 @@ from trainkit.module_hooks import HooksMixin
 class TrainModule(HooksMixin, nn.Module):
     """Subclass this: define training_step and configure_optimizers, the Trainer does the rest."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    # ``batch`` stays Any in the steps and transfer hooks, as in Lightning: an override narrows it
+    # (``batch: list[Tensor]``), which an ``object`` base makes an incompatible override (mypy)
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
         self.automatic_optimization: bool = True
         self._trainer: Any = None
@@ -86,7 +92,7 @@ class TrainModule(HooksMixin, nn.Module):
         self, batch: Any, device: torch.device, dataloader_idx: int
     ) -> Any:
         """Move ``batch`` to the module's device (override to move custom batch types)."""
-        from trainkit.strategies.base import move_to_device
+        from trainkit.data import move_to_device
 
         return move_to_device(batch, device)
 
@@ -102,7 +108,7 @@ class TrainModule(HooksMixin, nn.Module):
         return self._trainer
 
     @trainer.setter
-    def trainer(self, trainer: Any) -> None:
+    def trainer(self, trainer: object) -> None:
         object.__setattr__(self, "_trainer", trainer)
 
     @property
@@ -165,7 +171,7 @@ class TrainModule(HooksMixin, nn.Module):
         return self._example_input_array
 
     @example_input_array.setter
-    def example_input_array(self, example: Any) -> None:
+    def example_input_array(self, example: object) -> None:
         object.__setattr__(self, "_example_input_array", example)
 
     # ---- logging ------------------------------------------------------------------------------
@@ -203,9 +209,9 @@ class TrainModule(HooksMixin, nn.Module):
     # ---- hyperparameters --------------------------------------------------------------------
     def save_hyperparameters(
         self,
-        *names: Any,
+        *names: str | dict[str, Any],
         ignore: str | list[str] | None = None,
-        frame: Any = None,
+        frame: FrameType | None = None,
         logger: bool = True,
     ) -> None:
         """Store the ``__init__`` arguments in ``self.hparams``, checkpoints and hparams.yaml
@@ -233,10 +239,10 @@ class TrainModule(HooksMixin, nn.Module):
     def load_from_checkpoint(
         cls,
         checkpoint_path: str,
-        map_location: Any = "cpu",
+        map_location: MAP_LOCATION = "cpu",
         hparams_file: str | None = None,
         strict: bool | None = None,
-        **overrides: Any,
+        **overrides: object,
     ):
         """Build the module from a checkpoint's hyperparameters (or ``hparams_file``), updated
         by ``overrides``, and load its weights (``strict``: every key must match)."""
@@ -276,16 +282,16 @@ class TrainModule(HooksMixin, nn.Module):
         """``loss.backward()`` through the precision plugin and strategy (manual optimization)."""
         self.trainer.run_state.stepper.backward(loss)
 
-    def toggle_optimizer(self, optimizer: Any) -> None:
+    def toggle_optimizer(self, optimizer: Optimizer) -> None:
         """Only ``optimizer``'s parameters get gradients until ``untoggle_optimizer`` (GANs)."""
         self._toggle.toggle(self.parameters(), optimizer)
 
-    def untoggle_optimizer(self, optimizer: Any) -> None:
+    def untoggle_optimizer(self, optimizer: Optimizer) -> None:
         """Give back the ``requires_grad`` every parameter had before ``toggle_optimizer``."""
         self._toggle.restore()
 
     @contextmanager
-    def toggled_optimizer(self, optimizer: Any) -> Iterator[None]:
+    def toggled_optimizer(self, optimizer: Optimizer) -> Iterator[None]:
         """``toggle_optimizer`` for the block, ``untoggle_optimizer`` after it."""
         self.toggle_optimizer(optimizer)
         try:
@@ -295,7 +301,7 @@ class TrainModule(HooksMixin, nn.Module):
 
     def clip_gradients(
         self,
-        optimizer: Any,
+        optimizer: Optimizer,
         gradient_clip_val: float | None = None,
         gradient_clip_algorithm: str | None = None,
     ) -> None:
@@ -312,19 +318,21 @@ class TrainModule(HooksMixin, nn.Module):
         self,
         epoch: int,
         batch_idx: int,
-        optimizer: Any,
+        optimizer: Optimizer,
         optimizer_closure: Callable[[], Any] | None = None,
     ) -> None:
         """Step ``optimizer``; override for, e.g., learning-rate warm-up (keep the call
-        ``optimizer.step(closure=optimizer_closure)``)."""
+        ``optimizer.step(closure=optimizer_closure)``); its ``step`` goes through the precision
+        plugin, all else is the optimizer's (Lightning's LightningOptimizer)."""
         optimizer.step(closure=optimizer_closure)
 
-    def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer: Any) -> None:
+    def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer: Optimizer) -> None:
         """Clear the gradients after a step; override to keep or zero them differently."""
         optimizer.zero_grad()
 
-    def lr_scheduler_step(self, scheduler: Any, metric: Any = None) -> None:
-        """Step ``scheduler``; override for schedulers with another step signature (timm)."""
+    def lr_scheduler_step(self, scheduler: Any, metric: float | None = None) -> None:
+        """Step ``scheduler``; override for schedulers with another step signature (timm);
+        ``scheduler`` is Any so that an override may name its own scheduler class."""
         if metric is None:
             scheduler.step()
         else:
@@ -332,7 +340,7 @@ class TrainModule(HooksMixin, nn.Module):
 
     def configure_gradient_clipping(
         self,
-        optimizer: Any,
+        optimizer: Optimizer,
         gradient_clip_val: float | None = None,
         gradient_clip_algorithm: str | None = None,
     ) -> None:
@@ -340,7 +348,7 @@ class TrainModule(HooksMixin, nn.Module):
         to clip differently (call ``self.clip_gradients``)."""
         self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
-    def all_gather(self, data: Any, sync_grads: bool = False) -> Any:
+    def all_gather(self, data: object, sync_grads: bool = False) -> Any:
         """``data`` (a tensor, number, or a dict/list of them) from every rank, stacked along a
         new first dimension (unchanged on one process); ``sync_grads`` keeps the gradient."""
         gather = self.trainer.strategy.all_gather
@@ -350,7 +358,7 @@ class TrainModule(HooksMixin, nn.Module):
             def gather(tensor: Tensor) -> Tensor:
                 return torch.stack(gather_with_grads(tensor.contiguous()))
 
-        def each(value: Any) -> Any:
+        def each(value: object) -> Any:
             if isinstance(value, Mapping):
                 return {key: each(item) for key, item in value.items()}
             if isinstance(value, list | tuple):

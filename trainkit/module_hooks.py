@@ -10,7 +10,11 @@ from torch import Tensor
 
 
 class HooksMixin:
-    """Hooks shared by TrainModule and callbacks' module-side counterparts; all no-ops."""
+    """Hooks shared by TrainModule and callbacks' module-side counterparts; all no-ops.
+
+    ``batch`` and ``outputs`` stay ``Any``, as in Lightning: a module's override narrows them to
+    its own types, which base parameters typed ``object`` would make an incompatible override.
+    """
 
     def setup(self, stage: str) -> None:
         """Called on every rank at the start of fit/validate/test/predict."""

@@ -30,7 +30,7 @@ class SchedulerConfig:
         return isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
 
 
-def parse_optimizers(returned: Any) -> tuple[list[torch.optim.Optimizer], list[SchedulerConfig]]:
+def parse_optimizers(returned: object) -> tuple[list[torch.optim.Optimizer], list[SchedulerConfig]]:
     """Accept every documented return form; raise one clear error for anything else."""
     if isinstance(returned, torch.optim.Optimizer):
         return [returned], []
@@ -85,7 +85,7 @@ def _check_optimizers(items: list[Any]) -> list[torch.optim.Optimizer]:
     return items
 
 
-def _scheduler_config(item: Any) -> SchedulerConfig:
+def _scheduler_config(item: object) -> SchedulerConfig:
     if isinstance(item, dict):
         if "scheduler" not in item:
             raise MisconfigurationError(
@@ -111,7 +111,7 @@ def _scheduler_config(item: Any) -> SchedulerConfig:
     return config
 
 
-def _describe(value: Any) -> str:
+def _describe(value: object) -> str:
     text = repr(value)
     return (
         f"{type(value).__name__} {text[:60]}"

@@ -7,8 +7,6 @@ TorchCheckpointIO, an atomic ``torch.save`` that training waits for.
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainkit.checkpoint.async_io import AsyncCheckpointIO, CheckpointWriteError
 from trainkit.checkpoint.checkpoint_io import CheckpointIO, TorchCheckpointIO
 from trainkit.errors import ConfigError
@@ -22,16 +20,19 @@ __all__ = [
 ]
 
 
-def checkpoint_io_from(plugins: Any) -> CheckpointIO:
+def checkpoint_io_from(plugins: object) -> CheckpointIO:
     """The CheckpointIO among the Trainer's ``plugins`` (None, one plugin or a list of them)."""
     given = plugins if isinstance(plugins, list | tuple) else [plugins]
-    chosen = [plugin for plugin in given if plugin is not None]
     expected = "AsyncCheckpointIO(), TorchCheckpointIO() or another CheckpointIO, at most one"
-    for plugin in chosen:
+    chosen: list[CheckpointIO] = []
+    for plugin in given:
+        if plugin is None:
+            continue
         if not isinstance(plugin, CheckpointIO):
             raise ConfigError(
                 "trainer.plugins", plugin, expected, "e.g. plugins: AsyncCheckpointIO"
             )
+        chosen.append(plugin)
     if len(chosen) > 1:
         names = [type(plugin).__name__ for plugin in chosen]
         raise ConfigError("trainer.plugins", names, expected, "keep one CheckpointIO")

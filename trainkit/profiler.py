@@ -36,7 +36,7 @@ class SimpleProfiler(PassThroughProfiler):
         clock = time.perf_counter
 
         @functools.wraps(fn)
-        def timed(*args: Any, **kwargs: Any) -> Any:
+        def timed(*args: object, **kwargs: object) -> Any:
             start = clock()
             try:
                 return fn(*args, **kwargs)

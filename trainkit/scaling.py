@@ -111,7 +111,7 @@ class RunSummary:
     resumed_at: str | None = None  # "epoch E, step S"
 
     def rows(self) -> list[tuple[str, str]]:
-        def fmt(value: Any) -> str:
+        def fmt(value: object) -> str:
             if value is None:
                 return "-"
             if isinstance(value, float):

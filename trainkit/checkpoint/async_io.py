@@ -20,11 +20,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainkit.checkpoint.checkpoint_io import CheckpointIO, TorchCheckpointIO
 from trainkit.checkpoint.snapshot import HostSnapshot
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from torch.serialization import MAP_LOCATION
 
 
 class CheckpointWriteError(RuntimeError):
@@ -54,7 +60,7 @@ class AsyncCheckpointIO(CheckpointIO):
         self._group: Any = None  # the gloo group DCP's background collectives run on
 
     def save_checkpoint(
-        self, checkpoint: dict[str, Any], path: str | os.PathLike, storage_options: Any = None
+        self, checkpoint: dict[str, Any], path: str | os.PathLike, storage_options: object = None
     ) -> None:
         """Wait for the save in flight, copy ``checkpoint`` to host memory, write it in the
         background."""
@@ -63,7 +69,11 @@ class AsyncCheckpointIO(CheckpointIO):
         self._submit(path, self.checkpoint_io.save_checkpoint, copied, path, storage_options)
 
     def save_sharded_checkpoint(
-        self, checkpoint: dict[str, Any], path: str | os.PathLike, is_writer: bool, barrier: Any
+        self,
+        checkpoint: dict[str, Any],
+        path: str | os.PathLike,
+        is_writer: bool,
+        barrier: Callable[[], None],
     ) -> None:
         """Every rank stages its shards in host memory (``dcp.async_save``) and writes them in
         the background; the writer rank then adds trainkit.pt and renames the folder."""
@@ -84,7 +94,7 @@ class AsyncCheckpointIO(CheckpointIO):
         self._submit(path, _finish_sharded, upload, rest, tmp, path)
 
     def load_checkpoint(
-        self, path: str | os.PathLike, map_location: Any = "cpu", weights_only: bool = True
+        self, path: str | os.PathLike, map_location: MAP_LOCATION = "cpu", weights_only: bool = True
     ) -> dict[str, Any]:
         """Read a checkpoint (after the save in flight, which may be this very file)."""
         self.wait()
@@ -121,7 +131,7 @@ class AsyncCheckpointIO(CheckpointIO):
                 self._executor = None
             self._snapshot.release()
 
-    def _submit(self, path: str | os.PathLike, write: Any, *args: Any) -> None:
+    def _submit(self, path: str | os.PathLike, write: Callable[..., object], *args: object) -> None:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(
                 1, thread_name_prefix="trainkit-checkpoint", initializer=_yield_to_training
@@ -153,7 +163,9 @@ def _yield_to_training() -> None:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WRITER_NICENESS)
 
 
-def _finish_sharded(upload: Future, rest: dict[str, Any] | None, tmp: Any, path: Any) -> None:
+def _finish_sharded(
+    upload: Future, rest: dict[str, Any] | None, tmp: Path, path: str | os.PathLike
+) -> None:
     """Once this rank's shards are written (on the writer: every rank's), move the folder."""
     from trainkit.checkpoint.files import commit_sharded
 

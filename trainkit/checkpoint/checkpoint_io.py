@@ -4,21 +4,25 @@ TorchCheckpointIO, the default: atomic ``torch.save`` (temp file, fsync, rename)
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch.serialization import MAP_LOCATION
 
 
 class CheckpointIO:
     """Writes, reads and removes checkpoint files; the Trainer calls it on the writing rank(s)."""
 
     def save_checkpoint(
-        self, checkpoint: dict[str, Any], path: str | os.PathLike, storage_options: Any = None
+        self, checkpoint: dict[str, Any], path: str | os.PathLike, storage_options: object = None
     ) -> None:
         """Write ``checkpoint`` to ``path`` (never visible there half-written)."""
         raise NotImplementedError(f"{type(self).__name__} does not implement save_checkpoint")
 
     def load_checkpoint(
-        self, path: str | os.PathLike, map_location: Any = "cpu", weights_only: bool = True
+        self, path: str | os.PathLike, map_location: MAP_LOCATION = "cpu", weights_only: bool = True
     ) -> dict[str, Any]:
         """Read the checkpoint at ``path``."""
         raise NotImplementedError(f"{type(self).__name__} does not implement load_checkpoint")
@@ -34,7 +38,11 @@ class CheckpointIO:
             path.unlink(missing_ok=True)
 
     def save_sharded_checkpoint(
-        self, checkpoint: dict[str, Any], path: str | os.PathLike, is_writer: bool, barrier: Any
+        self,
+        checkpoint: dict[str, Any],
+        path: str | os.PathLike,
+        is_writer: bool,
+        barrier: Callable[[], None],
     ) -> None:
         """Every rank writes its shards (a collective); the folder appears at ``path`` once
         complete (used by fsdp with ``state_dict_type='sharded'``)."""
@@ -55,7 +63,7 @@ class TorchCheckpointIO(CheckpointIO):
     ``torch.load`` (weights-only unless you opt out) to read."""
 
     def save_checkpoint(
-        self, checkpoint: dict[str, Any], path: str | os.PathLike, storage_options: Any = None
+        self, checkpoint: dict[str, Any], path: str | os.PathLike, storage_options: object = None
     ) -> None:
         """Write ``checkpoint`` atomically, blocking until it is on disk."""
         from trainkit.checkpoint.files import save_checkpoint
@@ -68,7 +76,7 @@ class TorchCheckpointIO(CheckpointIO):
         save_checkpoint(checkpoint, path)
 
     def load_checkpoint(
-        self, path: str | os.PathLike, map_location: Any = "cpu", weights_only: bool = True
+        self, path: str | os.PathLike, map_location: MAP_LOCATION = "cpu", weights_only: bool = True
     ) -> dict[str, Any]:
         """Read a checkpoint file (or a sharded checkpoint folder, as one dict)."""
         from trainkit.checkpoint.files import load_checkpoint

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from torch.serialization import MAP_LOCATION
 
 CHECKPOINT_FORMAT = 1
 
@@ -51,7 +55,7 @@ class CheckpointError(ValueError):
 
 def load_checkpoint(
     path: str | os.PathLike,
-    map_location: Any = "cpu",
+    map_location: MAP_LOCATION = "cpu",
     weights_only: bool = True,
     mmap: bool = False,
 ) -> dict[str, Any]:
@@ -72,7 +76,7 @@ def load_checkpoint(
     return checkpoint
 
 
-def require_state_dict(checkpoint: Any, path: str | os.PathLike) -> None:
+def require_state_dict(checkpoint: object, path: str | os.PathLike) -> None:
     """A model checkpoint is a dict with a ``state_dict``."""
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise CheckpointError(
@@ -81,7 +85,7 @@ def require_state_dict(checkpoint: Any, path: str | os.PathLike) -> None:
         )
 
 
-def _read(path: Path, map_location: Any, weights_only: bool, mmap: bool = False) -> Any:
+def _read(path: Path, map_location: MAP_LOCATION, weights_only: bool, mmap: bool = False) -> Any:
     try:
         return torch.load(path, map_location=map_location, weights_only=weights_only, mmap=mmap)
     except Exception as err:
@@ -143,7 +147,7 @@ def _few(items: list[str], shown: int = 4) -> str:
 SHARDED_META = "trainkit.pt"
 
 
-def _load_sharded(path: Path, map_location: Any, weights_only: bool) -> dict[str, Any]:
+def _load_sharded(path: Path, map_location: MAP_LOCATION, weights_only: bool) -> dict[str, Any]:
     """A sharded checkpoint folder (torch.distributed.checkpoint) read back as one full dict."""
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
@@ -170,7 +174,10 @@ def load_sharded_checkpoint_into(
 
 
 def save_sharded_checkpoint(
-    checkpoint: dict[str, Any], path: str | os.PathLike, is_writer: bool, barrier: Any
+    checkpoint: dict[str, Any],
+    path: str | os.PathLike,
+    is_writer: bool,
+    barrier: Callable[[], None],
 ) -> Path:
     """Every rank writes its shards of ``state_dict``/``optimizer_states`` (a collective); the
     writer rank adds the rest as trainkit.pt; the folder replaces ``path`` once complete."""
@@ -184,7 +191,9 @@ def save_sharded_checkpoint(
     return Path(path)
 
 
-def sharded_temp_folder(path: str | os.PathLike, is_writer: bool, barrier: Any) -> Path:
+def sharded_temp_folder(
+    path: str | os.PathLike, is_writer: bool, barrier: Callable[[], None]
+) -> Path:
     """The folder a sharded checkpoint of ``path`` is written into, emptied (a collective)."""
     import shutil
 
@@ -229,7 +238,7 @@ def plain_hparams(hparams: dict[str, Any]) -> dict[str, Any]:
     return {key: _plain(value) for key, value in hparams.items()}
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> Any:
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, list | tuple):

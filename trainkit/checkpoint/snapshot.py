@@ -23,7 +23,7 @@ class HostSnapshot:
         self._memo: dict[tuple, torch.Tensor] = {}
         self._cuda = False
 
-    def take(self, obj: Any) -> Any:
+    def take(self, obj: object) -> Any:
         """``obj`` with its tensors copied into host buffers (returns once the copies are done)."""
         self._used, self._memo, self._cuda = 0, {}, False
         try:
@@ -44,7 +44,7 @@ class HostSnapshot:
         """Host memory the kept buffers hold."""
         return sum(b.untyped_storage().nbytes() for b in self._buffers)
 
-    def _copy(self, obj: Any) -> Any:
+    def _copy(self, obj: object) -> Any:
         if isinstance(obj, torch.Tensor):
             return self._tensor(obj)
         if isinstance(obj, dict):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from trainkit.checkpoint.checkpoint_io import CheckpointIO, TorchCheckpointIO
 from trainkit.checkpoint.files import (
@@ -17,6 +17,7 @@ from trainkit.checkpoint.files import (
 )
 from trainkit.checkpoint.world_change import WorldChange, world_change
 from trainkit.loops.state import ResumePoint, RunState
+from trainkit.metrics import MetricStore
 from trainkit.module import TrainModule
 from trainkit.seed import collect_rng_states, restore_rng_states
 
@@ -181,7 +182,7 @@ def require_resume_state(checkpoint: dict[str, Any], path: str) -> None:
         )
 
 
-def verify(path: str, module: Any, weights_only: bool, full: bool) -> None:
+def verify(path: str, module: TrainModule, weights_only: bool, full: bool) -> None:
     """Before any rank starts: the checkpoint reads (tensors memory-mapped, not loaded), holds
     what ``full`` resuming needs, and fits ``module`` (unless its layers are built in setup)."""
     checkpoint = load_checkpoint(path, weights_only=weights_only, mmap=True)
@@ -215,7 +216,7 @@ def restore_rng(state: RunState, after_skip: bool = False) -> None:
         restore_rng_states(states)
 
 
-def restore_epoch_metrics(state: RunState, store: Any) -> None:
+def restore_epoch_metrics(state: RunState, store: MetricStore) -> None:
     """Give the resumed epoch's metric store what this rank had logged before the checkpoint."""
     resume = state.stop.resume
     if resume is not None and resume.epoch_metrics:
@@ -228,8 +229,17 @@ def batches_to_skip(state: RunState) -> int:
     return resume.skip if resume is not None else 0
 
 
+class RecordedPaths(Protocol):
+    """Where a checkpoint callback (ModelCheckpoint) recorded its last and best checkpoints."""
+
+    @property
+    def last_model_path(self) -> str: ...
+    @property
+    def best_model_path(self) -> str: ...
+
+
 def resolve_path(
-    ckpt_path: str, checkpoint_callback: Any, root: str, weights_only: bool = True
+    ckpt_path: str, checkpoint_callback: RecordedPaths | None, root: str, weights_only: bool = True
 ) -> str:
     """'last' (newest last.ckpt), 'best' (recorded by ModelCheckpoint) or a path, as a path."""
     callback = checkpoint_callback
@@ -259,7 +269,7 @@ def resolve_path(
     return ckpt_path
 
 
-def last_checkpoint_path(checkpoint_callback: Any, log_dir: str) -> str:
+def last_checkpoint_path(checkpoint_callback: object, log_dir: str) -> str:
     """``last.ckpt`` where ModelCheckpoint keeps it (or the run's checkpoints folder)."""
     folder = getattr(checkpoint_callback, "dirpath", None) or Path(log_dir) / "checkpoints"
     return str(Path(folder) / "last.ckpt")

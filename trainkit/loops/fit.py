@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from trainkit.callbacks.base import overrides
 from trainkit.checkpoint import state as checkpoint_state
@@ -17,6 +18,11 @@ from trainkit.loops.state import RunState
 from trainkit.metrics import MetricStore, to_float
 from trainkit.module import TrainModule
 from trainkit.seed import collect_rng_states
+
+if TYPE_CHECKING:
+    import torch
+
+    from trainkit.optim import SchedulerConfig
 
 
 def val_every_n_batches(state: RunState) -> int:
@@ -53,7 +59,9 @@ def epoch_offset(state: RunState) -> int:
     return position.epoch * int(position.epoch_batches)  # a count: it is not inf here
 
 
-def step_scheduler(config: Any, metrics: dict[str, Any], module: Any) -> None:
+def step_scheduler(
+    config: SchedulerConfig, metrics: dict[str, torch.Tensor | float], module: TrainModule
+) -> None:
     """Step one scheduler through the module's ``lr_scheduler_step``; ReduceLROnPlateau-style
     ones get their monitored metric."""
     metric = None
@@ -127,7 +135,7 @@ class FitLoop:
         EvalLoop(state, "validation").run(state.val_loaders, state.limits.limit_val_batches)
         state.metrics.active = state.metrics.train_store
 
-    def run_batches(self, loader: Any, skip: int, store: MetricStore) -> None:
+    def run_batches(self, loader: Iterable[object], skip: int, store: MetricStore) -> None:
         """The training batches of one epoch, after skipping ``skip`` already trained on."""
         state = self.state
         position = state.position

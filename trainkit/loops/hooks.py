@@ -18,7 +18,7 @@ class HookDispatcher:
     passes it on. Hooks a callback or the module does not override are never bound or called.
     """
 
-    def __init__(self, trainer: Any, state: RunState) -> None:
+    def __init__(self, trainer: object, state: RunState) -> None:
         self.trainer = trainer
         self.state = state
 
@@ -34,12 +34,12 @@ class HookDispatcher:
             hooks.append(getattr(state.module, name))
         return [state.profiler.wrap(name, hook) for hook in hooks]
 
-    def call(self, name: str, *args: Any) -> None:
+    def call(self, name: str, *args: object) -> None:
         """Call hook ``name`` on every callback and the module that override it."""
         for hook in self.bound(name):
             hook(*args)
 
-    def call_callbacks(self, name: str, *args: Any, only: list[Any] | None = None) -> None:
+    def call_callbacks(self, name: str, *args: object, only: list[Any] | None = None) -> None:
         """Call ``name`` on every callback (or those in ``only``), whether overridden or not."""
         for callback in self.state.callbacks if only is None else only:
             getattr(callback, name)(self.trainer, self.state.module, *args)

@@ -3,14 +3,19 @@ batch then reaches the device."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from trainkit.callbacks.base import overrides
 from trainkit.distributed.fork_safety import forks_workers, let_collective_threads_leave_python
 
+if TYPE_CHECKING:
+    from trainkit.loops.state import StopWatch
+    from trainkit.module import TrainModule
+    from trainkit.strategies.base import Strategy
 
-def start_iterating(loader: Any, preemption: Any = None) -> Iterator[Any]:
+
+def start_iterating(loader: Iterable[object], preemption: StopWatch | None = None) -> Iterator[Any]:
     """``iter(loader)``; when that forks workers, the agreement round of ``preemption`` (if any)
     settles first and collective threads leave Python (see fork_safety)."""
     if forks_workers(loader):
@@ -23,7 +28,7 @@ def start_iterating(loader: Any, preemption: Any = None) -> Iterator[Any]:
 TRANSFER_HOOKS = ("on_before_batch_transfer", "transfer_batch_to_device", "on_after_batch_transfer")
 
 
-def batch_transfer(strategy: Any, module: Any) -> Callable[[Any], Any] | None:
+def batch_transfer(strategy: Strategy, module: TrainModule) -> Callable[[Any], Any] | None:
     """How a batch reaches the device: the strategy's way (None: it is there already), or,
     when the module overrides one of Lightning's transfer hooks, through all three of them."""
     from trainkit.module import TrainModule
@@ -32,7 +37,7 @@ def batch_transfer(strategy: Any, module: Any) -> Callable[[Any], Any] | None:
         return strategy.batch_transfer_fn()
     device = strategy.root_device
 
-    def transfer(batch: Any, dataloader_idx: int = 0) -> Any:
+    def transfer(batch: object, dataloader_idx: int = 0) -> Any:
         batch = module.on_before_batch_transfer(batch, dataloader_idx)
         batch = module.transfer_batch_to_device(batch, device, dataloader_idx)
         return module.on_after_batch_transfer(batch, dataloader_idx)

@@ -14,11 +14,12 @@ from trainkit.callbacks.base import overrides
 from trainkit.distributed import rank_board
 from trainkit.loops.state import RunState
 from trainkit.module import TrainModule, without_batch_idx
+from trainkit.strategies.precision import Precision
 
 SYNC_AS_USUAL = contextlib.nullcontext()
 
 
-def extract_loss(output: Any) -> torch.Tensor | None:
+def extract_loss(output: object) -> torch.Tensor | None:
     """The loss from what training_step returned: a tensor, a dict with ``loss``, or None."""
     if output is None or isinstance(output, torch.Tensor):
         return output
@@ -88,7 +89,7 @@ class TrainingStep:
         # accumulating under a process group: no gradient all-reduce until the boundary
         self._holds_sync = self._distributed and batches > 1
 
-    def run(self, batch: Any, batch_idx: int, boundary: bool) -> Any:
+    def run(self, batch: object, batch_idx: int, boundary: bool) -> Any:
         """One batch under automatic optimization; ``boundary``: the last batch of an
         accumulation window, after which the optimizer steps. Returns the step's output."""
         holding = self._holds_sync and not boundary
@@ -103,7 +104,7 @@ class TrainingStep:
             self.optimizer_step()
         return output
 
-    def _forward_autocast(self, batch: Any, batch_idx: int) -> Any:
+    def _forward_autocast(self, batch: object, batch_idx: int) -> Any:
         with self._autocast():
             return self._step_fn(batch, batch_idx)
 
@@ -188,11 +189,11 @@ class PrecisionOptimizer:
     """The optimizer an ``optimizer_step`` override steps: ``step`` goes through the precision
     plugin (the fp16 scaler); everything else is the optimizer's."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, precision: Any) -> None:
+    def __init__(self, optimizer: torch.optim.Optimizer, precision: Precision) -> None:
         self.optimizer = optimizer
         self.precision = precision
 
-    def step(self, closure: Any = None) -> Any:
+    def step(self, closure: Callable[[], object] | None = None) -> Any:
         if closure is not None:
             closure()
         result = self.precision.step(self.optimizer)

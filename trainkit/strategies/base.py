@@ -7,28 +7,21 @@ import copy
 import dataclasses
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
+from trainkit.data import move_to_device
 from trainkit.devices import DeviceSelection
 from trainkit.distributed.env import ClusterEnvironment, NodePlacement, node_placement
 from trainkit.distributed.launchers import Launcher
 from trainkit.scaling import BatchLoading
 
-
-def move_to_device(batch: Any, device: torch.device) -> Any:
-    """Move every tensor in a (nested) batch to ``device``."""
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device, non_blocking=True)
-    if isinstance(batch, dict):
-        return {k: move_to_device(v, device) for k, v in batch.items()}
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
-        return type(batch)(*(move_to_device(v, device) for v in batch))
-    if isinstance(batch, list | tuple):
-        return type(batch)(move_to_device(v, device) for v in batch)
-    return batch
+if TYPE_CHECKING:
+    from trainkit.checkpoint.checkpoint_io import CheckpointIO
+    from trainkit.module import TrainModule
+    from trainkit.optim import SchedulerConfig
 
 
 ONE_CPU = DeviceSelection("cpu", (0,))
@@ -141,19 +134,26 @@ class Strategy:
         """Move ``module`` to the root device and return what the training step runs through."""
         return module.to(self.root_device)
 
-    def grad_scaler(self) -> Any:
+    def grad_scaler(self) -> torch.amp.GradScaler | None:
         """The fp16 gradient scaler this strategy needs (None: torch's GradScaler)."""
         return None
 
-    def setup_optimizers(self, wrapped: nn.Module, optimizers: list[Any], schedulers: list[Any]):
+    def setup_optimizers(
+        self,
+        wrapped: nn.Module,
+        optimizers: list[torch.optim.Optimizer],
+        schedulers: list[SchedulerConfig],
+    ):
         """Adjust optimizers (and the module wrapper) once they exist; default: unchanged."""
         return wrapped, optimizers
 
-    def training_step_fn(self, wrapped: nn.Module, module: Any) -> Callable[[Any, int], Any]:
+    def training_step_fn(
+        self, wrapped: nn.Module, module: TrainModule
+    ) -> Callable[[Any, int], Any]:
         """The callable the fit loop calls per batch: ``(batch, batch_idx) -> output``."""
         return module.training_step
 
-    def step_fn(self, module: Any, name: str) -> Callable[..., Any]:
+    def step_fn(self, module: TrainModule, name: str) -> Callable[..., Any]:
         """The callable for an evaluation/predict step named ``name``."""
         return getattr(module, name)
 
@@ -193,7 +193,7 @@ class Strategy:
         return torch.device(self.root_device)
 
     def manual_gradient_sync_fn(
-        self, wrapped: nn.Module, module: Any
+        self, wrapped: nn.Module, module: TrainModule
     ) -> Callable[[list[torch.Tensor]], None] | None:
         """What syncs gradients after each ``manual_backward`` (None: the wrapper does)."""
         return None
@@ -244,10 +244,10 @@ class Strategy:
         as in Lightning)."""
         return tensor
 
-    def all_gather_object(self, obj: Any) -> list[Any]:
+    def all_gather_object(self, obj: object) -> list[Any]:
         return [obj]
 
-    def broadcast(self, obj: Any, src: int = 0) -> Any:
+    def broadcast(self, obj: object, src: int = 0) -> Any:
         return obj
 
     def barrier(self) -> None: ...
@@ -259,7 +259,9 @@ class Strategy:
     def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
         return optimizer.state_dict()
 
-    def save_checkpoint_file(self, checkpoint: dict[str, Any], path: str, io: Any = None) -> None:
+    def save_checkpoint_file(
+        self, checkpoint: dict[str, Any], path: str, io: CheckpointIO | None = None
+    ) -> None:
         """Write the checkpoint (called on every rank): one file, from global rank 0, through
         ``io`` (a CheckpointIO; default: an atomic torch.save)."""
         if self.is_global_zero:
@@ -268,7 +270,11 @@ class Strategy:
             (io if io is not None else TorchCheckpointIO()).save_checkpoint(checkpoint, path)
 
     def load_checkpoint_file(
-        self, path: str, io: Any, weights_only: bool, optimizers: list[Any]
+        self,
+        path: str,
+        io: CheckpointIO,
+        weights_only: bool,
+        optimizers: list[torch.optim.Optimizer],
     ) -> dict[str, Any]:
         """Read the checkpoint a run restores (called on every rank) through ``io``; strategies
         with sharded checkpoints read only this rank's shards into ``optimizers`` and the model."""
@@ -277,5 +283,7 @@ class Strategy:
     def load_module_state_dict(self, module: nn.Module, state: dict[str, Any]) -> None:
         module.load_state_dict(state)
 
-    def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: Any) -> None:
+    def load_optimizer_state_dict(
+        self, optimizer: torch.optim.Optimizer, state: dict[str, Any]
+    ) -> None:
         optimizer.load_state_dict(state)

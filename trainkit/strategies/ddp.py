@@ -9,7 +9,7 @@ import dataclasses
 import functools
 import warnings
 from collections.abc import Callable
-from typing import Any, TypeGuard, cast
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 import torch
 from torch import nn
@@ -20,18 +20,21 @@ from trainkit.errors import ConfigError
 from trainkit.strategies.parallel import ParallelStrategy, average_gradients
 from trainkit.strategies.step_forwarder import StepForwarder
 
+if TYPE_CHECKING:
+    from trainkit.module import TrainModule
+
 BATCHNORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
 
 
 def manual_under_ddp(
-    wrapped: nn.Module, module: Any
+    wrapped: nn.Module, module: TrainModule
 ) -> TypeGuard[nn.parallel.DistributedDataParallel]:
     """Whether a manually optimized module runs in torch's own DDP wrapper."""
     is_ddp = type(wrapped) is nn.parallel.DistributedDataParallel
     return is_ddp and not module.automatic_optimization
 
 
-def unsynced_step(wrapped: nn.parallel.DistributedDataParallel, *args: Any) -> Any:
+def unsynced_step(wrapped: nn.parallel.DistributedDataParallel, *args: object) -> Any:
     """The training step through DDP (buffers broadcast) with its gradient reducer off."""
     with wrapped.no_sync():
         return wrapped(*args)
@@ -95,13 +98,15 @@ class DDPStrategy(ParallelStrategy):
             gradient_as_bucket_view=self.options.gradient_as_bucket_view,
         )
 
-    def training_step_fn(self, wrapped: nn.Module, module: Any) -> Callable[[Any, int], Any]:
+    def training_step_fn(
+        self, wrapped: nn.Module, module: TrainModule
+    ) -> Callable[[Any, int], Any]:
         if manual_under_ddp(wrapped, module):
             return functools.partial(unsynced_step, wrapped)
         return wrapped
 
     def manual_gradient_sync_fn(
-        self, wrapped: nn.Module, module: Any
+        self, wrapped: nn.Module, module: TrainModule
     ) -> Callable[[list[torch.Tensor]], None] | None:
         """Manual optimization under DDP: every ``manual_backward`` averages the gradients
         itself (DDP's reducer expects one backward per forward; a GAN step has two)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -18,6 +18,9 @@ from trainkit.scaling import BatchLoading
 from trainkit.strategies.base import Placement
 from trainkit.strategies.dp import DataParallelStrategy
 from trainkit.strategies.parallel import ParallelStrategy, average_gradients
+
+if TYPE_CHECKING:
+    from trainkit.module import TrainModule
 
 
 class DDP2Strategy(ParallelStrategy):
@@ -45,10 +48,12 @@ class DDP2Strategy(ParallelStrategy):
             dist.broadcast(tensor, src=0)
         return module
 
-    def training_step_fn(self, wrapped: nn.Module, module: Any) -> Callable[[Any, int], Any]:
+    def training_step_fn(
+        self, wrapped: nn.Module, module: TrainModule
+    ) -> Callable[[Any, int], Any]:
         return self._dp.training_step_fn(wrapped, module)
 
-    def step_fn(self, module: Any, name: str) -> Callable[..., Any]:
+    def step_fn(self, module: TrainModule, name: str) -> Callable[..., Any]:
         return self._dp.step_fn(module, name)
 
     def default_step_end(self) -> Callable[[Any], Any] | None:

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import torch
 from torch import nn
@@ -20,6 +20,9 @@ from trainkit.errors import ConfigError
 from trainkit.strategies.base import Placement
 from trainkit.strategies.parallel import ParallelStrategy
 from trainkit.strategies.step_forwarder import StepForwarder
+
+if TYPE_CHECKING:
+    from trainkit.module import TrainModule
 
 CONFIG_ENV = "TRAINKIT_DEEPSPEED_CONFIG_PATH"
 PRESETS: dict[str, dict[str, Any]] = {
@@ -185,7 +188,7 @@ class DeepSpeedStrategy(ParallelStrategy):
         self._engine = engine
         return engine, [optimizer]
 
-    def training_step_fn(self, wrapped: nn.Module, module: Any) -> Any:
+    def training_step_fn(self, wrapped: nn.Module, module: TrainModule) -> Any:
         return wrapped
 
     def backward_fn(self) -> Any:
@@ -223,7 +226,9 @@ class DeepSpeedStrategy(ParallelStrategy):
             return
         module.load_state_dict(state)
 
-    def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: Any) -> None:
+    def load_optimizer_state_dict(
+        self, optimizer: torch.optim.Optimizer, state: dict[str, Any]
+    ) -> None:
         saved = len(state["per_rank"])
         if saved != self.world_size:
             raise CheckpointError(
@@ -245,7 +250,7 @@ class DeepSpeedStrategy(ParallelStrategy):
         cast(ZeroOptimizer, optimizer).load_state_dict(states, load_from_fp32_weights=True)
 
 
-def _cpu(value: Any) -> Any:
+def _cpu(value: object) -> Any:
     """Tensors to CPU and enums to their values, so a weights-only load accepts the state."""
     if isinstance(value, enum.Enum):
         return value.value

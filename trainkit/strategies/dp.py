@@ -21,7 +21,7 @@ from trainkit.strategies.base import Placement
 from trainkit.strategies.parallel import ParallelStrategy
 
 
-def split_batch(batch: Any, chunks: int) -> list[Any]:
+def split_batch(batch: object, chunks: int) -> list[Any]:
     """Cut every tensor of a (nested) batch into ``chunks`` pieces along the first dimension."""
     if isinstance(batch, torch.Tensor):
         return list(torch.chunk(batch, chunks))
@@ -48,7 +48,7 @@ def gather_outputs(outputs: list[Any]) -> Any:
     return outputs
 
 
-def mean_of_devices(output: Any) -> Any:
+def mean_of_devices(output: object) -> Any:
     """The default ``*_step_end`` under dp: average what the devices returned."""
     if isinstance(output, torch.Tensor) and output.is_floating_point():
         return output.mean()
@@ -65,7 +65,7 @@ class _Step(nn.Module):
         self.module = module
         self.name = name
 
-    def forward(self, *args: Any) -> Any:
+    def forward(self, *args: object) -> Any:
         return getattr(self.module, self.name)(*args)
 
 
@@ -111,13 +111,15 @@ class DataParallelStrategy(ParallelStrategy):
             return getattr(module, name)
         return functools.partial(self._parallel, _Step(module, name))
 
-    def training_step_fn(self, wrapped: nn.Module, module: Any) -> Callable[[Any, int], Any]:
+    def training_step_fn(self, wrapped: nn.Module, module: nn.Module) -> Callable[[Any, int], Any]:
         return self.step_fn(module, "training_step")
 
     def default_step_end(self) -> Callable[[Any], Any] | None:
         return mean_of_devices if self.selection.count > 1 else None
 
-    def _parallel(self, step: _Step, batch: Any, *args: Any) -> Any:
+    # batch: Any, as torch's scatter takes it (typed there as tensors or collections of them;
+    # anything else is copied to each device as is)
+    def _parallel(self, step: _Step, batch: Any, *args: object) -> Any:
         if self.selection.accelerator != "gpu":
             return gather_outputs(
                 [step(chunk, *args) for chunk in split_batch(batch, self.selection.count)]

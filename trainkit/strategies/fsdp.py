@@ -18,6 +18,9 @@ from trainkit.strategies.step_forwarder import StepForwarder
 if TYPE_CHECKING:
     from torch.distributed.fsdp import FSDPModule
 
+    from trainkit.checkpoint.checkpoint_io import CheckpointIO
+    from trainkit.module import TrainModule
+
 SHARDING = {"FULL_SHARD": True, "SHARD_GRAD_OP": False}
 
 
@@ -131,11 +134,11 @@ class FSDPStrategy(ParallelStrategy):
         self._module, self._forwarder = module, forwarder
         return forwarder
 
-    def training_step_fn(self, wrapped: nn.Module, module: Any) -> Any:
+    def training_step_fn(self, wrapped: nn.Module, module: TrainModule) -> Any:
         """The training step enters through the root unit, which gathers the parameters."""
         return wrapped
 
-    def step_fn(self, module: Any, name: str) -> Any:
+    def step_fn(self, module: TrainModule, name: str) -> Any:
         """Evaluation steps enter through the root unit too (FSDP gathers parameters there)."""
         forwarder = getattr(self, "_forwarder", None)
         if forwarder is None:
@@ -175,7 +178,9 @@ class FSDPStrategy(ParallelStrategy):
             return StateDictOptions(full_state_dict=False)
         return StateDictOptions(full_state_dict=True, cpu_offload=True)
 
-    def save_checkpoint_file(self, checkpoint: dict[str, Any], path: str, io: Any = None) -> None:
+    def save_checkpoint_file(
+        self, checkpoint: dict[str, Any], path: str, io: CheckpointIO | None = None
+    ) -> None:
         if self.state_dict_type != "sharded" or not self._sharded:
             super().save_checkpoint_file(checkpoint, path, io)
             return
@@ -185,7 +190,11 @@ class FSDPStrategy(ParallelStrategy):
         io.save_sharded_checkpoint(checkpoint, path, self.is_global_zero, self.barrier)
 
     def load_checkpoint_file(
-        self, path: str, io: Any, weights_only: bool, optimizers: list[Any]
+        self,
+        path: str,
+        io: CheckpointIO,
+        weights_only: bool,
+        optimizers: list[torch.optim.Optimizer],
     ) -> dict[str, Any]:
         """A sharded checkpoint folder, once the model is sharded: each rank reads only its own
         shards of the weights and of ``optimizers`` (never the whole model); else the file."""
@@ -216,7 +225,9 @@ class FSDPStrategy(ParallelStrategy):
             return
         set_model_state_dict(module, state, options=self._load_options(not holds_shards(state)))
 
-    def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: Any) -> None:
+    def load_optimizer_state_dict(
+        self, optimizer: torch.optim.Optimizer, state: dict[str, Any]
+    ) -> None:
         from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
 
         options = self._load_options(not holds_shards(state))
@@ -233,7 +244,7 @@ class FSDPStrategy(ParallelStrategy):
         return getattr(self, "_module", None) is not None
 
 
-def holds_shards(tree: Any) -> bool:
+def holds_shards(tree: object) -> bool:
     """Whether a state dict holds sharded tensors (DTensor), as a sharded checkpoint loads."""
     from torch.distributed.tensor import DTensor
 

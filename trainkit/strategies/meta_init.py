@@ -8,7 +8,7 @@ slice: the peak holds the shards plus one module, never the whole model."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import cast
 
 import torch
 from torch import nn
@@ -65,14 +65,15 @@ def _initialise_shards(
             setattr(module, name, param)
 
 
-def _copy_own_slice(full: torch.Tensor, target: Any) -> None:
+def _copy_own_slice(full: torch.Tensor, target: torch.Tensor) -> None:
     """Copy the part of ``full`` that ``target`` holds: a DTensor's local shard, or all of it."""
     to_local = getattr(target, "to_local", None)
     if to_local is None:
         target.copy_(full)
         return
-    from torch.distributed.tensor import distribute_tensor
+    from torch.distributed.tensor import DTensor, distribute_tensor
 
     local = to_local()
-    placed = distribute_tensor(full, target.device_mesh, target.placements, src_data_rank=None)
+    shard = cast(DTensor, target)  # it has to_local: a DTensor
+    placed = distribute_tensor(full, shard.device_mesh, shard.placements, src_data_rank=None)
     local.copy_(placed.to_local())

@@ -211,14 +211,14 @@ class ParallelStrategy(Strategy):
         dist.all_gather(gathered, tensor.contiguous())
         return torch.stack(gathered)
 
-    def all_gather_object(self, obj: Any) -> list[Any]:
+    def all_gather_object(self, obj: object) -> list[Any]:
         if not self.is_distributed:
             return super().all_gather_object(obj)
         gathered: list[Any] = [None] * self.world_size
         dist.all_gather_object(gathered, obj)
         return gathered
 
-    def broadcast(self, obj: Any, src: int = 0) -> Any:
+    def broadcast(self, obj: object, src: int = 0) -> Any:
         if not self.is_distributed:
             return obj
         holder = [obj]

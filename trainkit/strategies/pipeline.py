@@ -10,7 +10,7 @@ trainkit runs the schedule in place of ``training_step``/``validation_step``/``t
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -21,6 +21,9 @@ from trainkit.errors import ConfigError, MisconfigurationError
 from trainkit.scaling import BatchLoading
 from trainkit.strategies.base import Placement
 from trainkit.strategies.parallel import ParallelStrategy
+
+if TYPE_CHECKING:
+    from trainkit.module import TrainModule
 
 SCHEDULES = ("gpipe", "1f1b")
 CHECKPOINTING = ("never", "always", "except_last")
@@ -152,14 +155,16 @@ class PipelineStrategy(ParallelStrategy):
         self._schedule = schedule(stage, self.microbatches, loss_fn=module.pipeline_loss)
         return module
 
-    def training_step_fn(self, wrapped: nn.Module, module: Any) -> Callable[[Any, int], Any]:
-        def step(batch: Any, batch_idx: int) -> None:
+    def training_step_fn(
+        self, wrapped: nn.Module, module: TrainModule
+    ) -> Callable[[Any, int], Any]:
+        def step(batch: object, batch_idx: int) -> None:
             module.log("train_loss", self._run(module, batch, train=True), prog_bar=True)
             return None  # the schedule already ran backward
 
         return step
 
-    def step_fn(self, module: Any, name: str) -> Callable[..., Any]:
+    def step_fn(self, module: TrainModule, name: str) -> Callable[..., Any]:
         if name == "predict_step":
             raise MisconfigurationError(
                 "predict with strategy pipeline is not supported; load the checkpoint into the module "
@@ -167,12 +172,13 @@ class PipelineStrategy(ParallelStrategy):
             )
         metric = {"validation_step": "val_loss", "test_step": "test_loss"}[name]
 
-        def step(batch: Any, batch_idx: int, *args: Any) -> None:
+        def step(batch: object, batch_idx: int, *args: object) -> None:
             module.log(metric, self._run(module, batch, train=False), prog_bar=True)
 
         return step
 
-    def _run(self, module: Any, batch: Any, train: bool) -> torch.Tensor:
+    # batch: Any, indexed as (inputs, target) unless the module's pipeline_batch splits it
+    def _run(self, module: TrainModule, batch: Any, train: bool) -> torch.Tensor:
         split: Callable[[Any], tuple[Any, Any]] | None = getattr(module, "pipeline_batch", None)
         inputs, target = split(batch) if callable(split) else (batch[0], batch[1])
         rank, last = self.global_rank, len(self.balance) - 1
@@ -205,5 +211,7 @@ class PipelineStrategy(ParallelStrategy):
     def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> Any:
         return {"per_rank": self.all_gather_object(optimizer.state_dict())}
 
-    def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: Any) -> None:
+    def load_optimizer_state_dict(
+        self, optimizer: torch.optim.Optimizer, state: dict[str, Any]
+    ) -> None:
         optimizer.load_state_dict(state["per_rank"][self.global_rank])

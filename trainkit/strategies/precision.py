@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -20,7 +21,7 @@ PRECISIONS = {
 ACCEPTED = "'32', '16-mixed' or 'bf16-mixed'"
 
 
-def normalize_precision(value: Any) -> str:
+def normalize_precision(value: object) -> str:
     """Map the accepted spellings (32, '32-true', 16, 'bf16', ...) to one canonical name."""
     key = str(value).strip().lower()
     if key not in PRECISIONS:
@@ -31,7 +32,9 @@ def normalize_precision(value: Any) -> str:
 class Precision:
     """Owns autocast and, for fp16, the GradScaler; the loops call it around forward/backward."""
 
-    def __init__(self, precision: str, device_type: str, scaler: Any = None) -> None:
+    def __init__(
+        self, precision: str, device_type: str, scaler: torch.amp.GradScaler | None = None
+    ) -> None:
         """``scaler``: the fp16 gradient scaler a strategy needs (default: torch's GradScaler)."""
         self.precision = normalize_precision(precision)
         self.device_type = device_type
@@ -71,7 +74,9 @@ class Precision:
         if self.scaler is not None:
             self.scaler.unscale_(optimizer)
 
-    def step(self, optimizer: torch.optim.Optimizer, closure: Any = None) -> Any:
+    def step(
+        self, optimizer: torch.optim.Optimizer, closure: Callable[[], float] | None = None
+    ) -> Any:
         if self.scaler is None:
             return optimizer.step(closure) if closure is not None else optimizer.step()
         result = self.scaler.step(optimizer)

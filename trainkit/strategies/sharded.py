@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from fairscale.nn.data_parallel import ShardedDataParallel
     from fairscale.optim import OSS
 
+    from trainkit.module import TrainModule
+    from trainkit.optim import SchedulerConfig
+
 
 class ShardedStrategy(ParallelStrategy):
     """``ddp_sharded`` (alias ``sharded``): ddp with 1/N of the optimizer state on each rank."""
@@ -26,13 +29,18 @@ class ShardedStrategy(ParallelStrategy):
     def setup_module(self, module: nn.Module) -> nn.Module:
         return StepForwarder(module.to(self.root_device))  # wrapped once the optimizers exist
 
-    def grad_scaler(self) -> Any:
+    def grad_scaler(self) -> torch.amp.GradScaler | None:
         """fp16 needs fairscale's ShardedGradScaler: each rank only sees its shard's gradients."""
         from fairscale.optim.grad_scaler import ShardedGradScaler
 
         return ShardedGradScaler()
 
-    def setup_optimizers(self, wrapped: nn.Module, optimizers: list[Any], schedulers: list[Any]):
+    def setup_optimizers(
+        self,
+        wrapped: nn.Module,
+        optimizers: list[torch.optim.Optimizer],
+        schedulers: list[SchedulerConfig],
+    ):
         """Rebuild each optimizer as an OSS shard and wrap the module in ShardedDataParallel."""
         from fairscale.nn.data_parallel import ShardedDataParallel
         from fairscale.optim import OSS
@@ -46,7 +54,7 @@ class ShardedStrategy(ParallelStrategy):
             sharded.append(oss)
         return ShardedDataParallel(wrapped, sharded), sharded
 
-    def training_step_fn(self, wrapped: nn.Module, module: Any) -> Any:
+    def training_step_fn(self, wrapped: nn.Module, module: TrainModule) -> Any:
         return wrapped
 
     def no_backward_sync(self, wrapped: nn.Module) -> Any:

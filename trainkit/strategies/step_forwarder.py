@@ -15,5 +15,5 @@ class StepForwarder(nn.Module):
         super().__init__()
         self.module = module
 
-    def forward(self, *args: Any, step: str = "training_step") -> Any:
+    def forward(self, *args: object, step: str = "training_step") -> Any:
         return getattr(self.module, step)(*args)
