@@ -93,6 +93,10 @@ CASES = {
         [*FIT, "--model", "broken_user_module.Thing"],
         ["broken_user_module.py line 1 imports 'not_installed_pkg', which is not installed"],
     ),
+    "accelerator gpu on a machine without CUDA blames the accelerator": (
+        [*FIT, "--trainer.accelerator", "gpu"],
+        ["trainer.accelerator 'gpu'; expected 'cpu' or 'auto' on this machine"],
+    ),
     "an abbreviated option with =": (
         [*FIT, "--trainer.max_epoch=3"],
         ["'--trainer.max_epoch' is unknown", "never abbreviated"],
@@ -179,3 +183,66 @@ def test_an_error_in_the_users_module_keeps_its_traceback(case, tmp_path, capsys
         f"trainkit: error: model class_path '{name}.model.Model': importing '{name}.model' "
         f"raised {kind} in your code (traceback above); fix it there"
     )
+
+
+def test_a_training_step_without_a_loss_is_said_once(tmp_path, capsys, monkeypatch):
+    """It trains nothing, silently, under automatic optimization: one line at the first batch."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["trainkit"])
+    main([*FIT, "--model", "tests.helpers.mistakes.ForgetsTheLoss", "--trainer.max_epochs=2"])
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if "training_step returned None" in line]
+    assert said == [
+        "trainkit: training_step returned None at epoch 0, batch 0: that batch trains nothing "
+        "(automatic optimization); return the loss, or a dict with 'loss' (returning None on "
+        "purpose skips a batch; said once)"
+    ], err
+
+
+def test_self_log_of_a_tensor_with_many_values_fails_at_the_call(tmp_path, capsys, monkeypatch):
+    """At the user's own self.log line, naming the metric and its shape (it used to fail ten
+    steps later inside trainkit)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["trainkit"])
+    with pytest.raises(
+        ValueError, match=r"self.log\('per_sample', ...\) got .* shape \(64,\)"
+    ) as err:
+        main([*FIT, "--model", "tests.helpers.mistakes.LogsAVector"])
+    frames = [frame for frame in err.traceback if "mistakes.py" in str(frame.path)]
+    assert frames and "self.log(" in str(frames[-1].statement)  # the user's line raised
+
+
+def test_a_train_dataloader_returning_none_is_named(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["trainkit"])
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--model", "tests.helpers.mistakes.LoaderReturnsNone"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code == 2
+    assert lines == [
+        "trainkit: error: LoaderReturnsNone.train_dataloader() returned None; expected a "
+        "DataLoader (or any iterable of batches); return the loader it builds"
+    ]
+
+
+def test_early_stopping_on_a_key_never_logged_is_one_line_with_the_closest(
+    tmp_path, capsys, monkeypatch
+):
+    """Found at the first validation (the key can only be missed once metrics exist): one line
+    with the closest logged key, as ModelCheckpoint's, not a traceback of trainkit's code."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["trainkit"])
+    with pytest.raises(SystemExit) as exit_info:
+        main(
+            [
+                *FIT,
+                "--trainer.callbacks+=EarlyStopping",
+                "--trainer.callbacks.monitor=val_los",
+                "--trainer.max_epochs=1",
+            ]
+        )
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert exit_info.value.code == 2
+    assert len(lines) == 1 and lines[0].startswith("trainkit: error: Early stopping"), lines
+    assert "`val_los` which is not available" in lines[0]
+    assert lines[0].endswith("did you mean 'val_loss'?")

@@ -89,6 +89,13 @@ def resolve_devices(
         return DeviceSelection("cpu", _cpu_slots(devices, key))
     if devices == 0 and not isinstance(devices, str | bool):
         return DeviceSelection("cpu", (0,))
+    if available == 0 and key != "trainer.gpus":  # accelerator: gpu is what cannot be
+        raise ConfigError(
+            "trainer.accelerator",
+            accelerator,
+            "'cpu' or 'auto' on this machine, which has no CUDA device",
+            "use accelerator: cpu or auto (devices: N runs N processes)",
+        )
     if available == 0:
         raise ConfigError(
             key,

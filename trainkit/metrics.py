@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -81,6 +81,8 @@ class MetricStore:
         if meta is None:
             meta = self._register(name, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist)
         if isinstance(value, Tensor):  # the common case first: no extra call per step
+            if value.ndim and value.numel() != 1:  # attributes first: a scalar costs no call
+                _scalar(name, value)  # raises, naming the metric and its shape
             value = value.detach()
             if meta.sync_dist and meta.on_step and self.reducer is not None:
                 value = self.reducer(value.float(), meta.reduce_fx)
@@ -220,7 +222,8 @@ def _scalar(name: str, value: object) -> Tensor:
     if value.numel() != 1:
         raise ValueError(
             f"self.log({name!r}, ...) got a metric whose value has shape {tuple(value.shape)}; "
-            "expected a single number; log each element, or reduce it (e.g. average='macro')"
+            "expected a single number; log each element, or reduce it first (value.mean(), or "
+            "average='macro' for a torchmetrics metric)"
         )
     return value.reshape(())
 
@@ -228,3 +231,11 @@ def _scalar(name: str, value: object) -> Tensor:
 def to_float(value: Tensor | float) -> float:
     """One number for a logger or the progress bar (this is where a device sync happens)."""
     return value.item() if isinstance(value, Tensor) else float(value)
+
+
+def closest_key_hint(name: str, logged: Iterable[str]) -> str:
+    """``"; did you mean 'val_loss'?"`` for a monitored name close to a logged one, else ""."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(logged), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""

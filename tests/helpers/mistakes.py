@@ -43,3 +43,27 @@ class OnlyTrainData(DataModule):
 
     def train_dataloader(self):
         return DataLoader(TensorDataset(torch.randn(64, 32)), batch_size=8)
+
+
+class ForgetsTheLoss(TrainsOnly):
+    """training_step computes the loss and forgets to return it."""
+
+    def training_step(self, batch, batch_idx):
+        self.layer(batch[0]).pow(2).mean()
+
+
+class LogsAVector(TrainsOnly):
+    """self.log of a per-sample tensor instead of a number."""
+
+    def training_step(self, batch, batch_idx):
+        out = self.layer(batch[0])
+        self.log("per_sample", out.squeeze(1))
+        return out.pow(2).mean()
+
+
+class LoaderReturnsNone(TrainsOnly):
+    """train_dataloader builds a loader and forgets to return it."""
+
+    def train_dataloader(self):
+        x = torch.randn(16, 32)
+        DataLoader(TensorDataset(x), batch_size=4)

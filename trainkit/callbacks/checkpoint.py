@@ -16,6 +16,7 @@ from trainkit.callbacks.base import Checkpoint
 from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.distributed.comm import rank_zero_info
 from trainkit.errors import ConfigError, MisconfigurationError
+from trainkit.metrics import closest_key_hint
 from trainkit.module import TrainModule  # never imports the callbacks: no circle
 
 
@@ -252,6 +253,7 @@ class ModelCheckpoint(Checkpoint):
                 f"`ModelCheckpoint(monitor={self.monitor!r})` could not find the monitored key in "
                 f"the returned metrics: {list(metrics)}. HINT: Did you call "
                 f"`log({self.monitor!r}, value)` in the `LightningModule`?"
+                f"{closest_key_hint(self.monitor, metrics)}"
             )
         current = torch.as_tensor(metrics[self.monitor], dtype=torch.float32).detach().cpu()
         self.current_score = current

@@ -10,7 +10,8 @@ import torch
 
 from trainkit.callbacks.base import Callback
 from trainkit.callbacks.trainer_view import TrainerView
-from trainkit.errors import ConfigError
+from trainkit.errors import ConfigError, MisconfigurationError
+from trainkit.metrics import closest_key_hint
 
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
@@ -26,8 +27,9 @@ class EarlyStoppingReason(Enum):
     NON_FINITE_METRIC = 4
 
 
-class MonitorNotFoundError(KeyError, RuntimeError):
-    """A monitored metric was never logged (a RuntimeError, as in Lightning, and a KeyError)."""
+class MonitorNotFoundError(MisconfigurationError, KeyError, RuntimeError):
+    """A monitored metric was never logged (a RuntimeError, as in Lightning, and a KeyError; a
+    MisconfigurationError, so the CLI says it in one line)."""
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
@@ -119,7 +121,7 @@ class EarlyStopping(Callback):
             message = (
                 f"Early stopping conditioned on metric `{self.monitor}` which is not available. "
                 "Pass in or modify your `EarlyStopping` callback to use any of the following: "
-                f"`{'`, `'.join(metrics)}`"
+                f"`{'`, `'.join(metrics)}`{closest_key_hint(self.monitor, metrics)}"
             )
             if self.strict:
                 raise MonitorNotFoundError(message)

@@ -5,6 +5,7 @@ step (sync, unscale, clip, step, zero the gradients, per-step schedulers)."""
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -48,6 +49,7 @@ class TrainingStep:
         self.forward: Callable[[Any, int], Any] = (
             self._forward_autocast if state.precision.is_mixed else self._step_fn
         )
+        self._said_no_loss = False
         self._distributed = strategy.is_distributed
         self.set_accumulation(state.limits.accumulate_grad_batches)
         self._no_sync = strategy.no_backward_sync
@@ -100,9 +102,25 @@ class TrainingStep:
             loss = extract_loss(output)
             if loss is not None:
                 self.backward(loss / self._accumulate if self._accumulate > 1 else loss)
+            elif not self._said_no_loss:
+                self._say_no_loss(batch_idx)
         if boundary:
             self.optimizer_step()
         return output
+
+    def _say_no_loss(self, batch_idx: int) -> None:
+        """A step that returned no loss trains nothing on its batch: said once per fit (rank 0),
+        at the first batch it happens, since a forgotten ``return loss`` looks like this."""
+        self._said_no_loss = True
+        if self.state.strategy.is_global_zero:
+            position = self.state.position
+            print(
+                f"trainkit: training_step returned None at epoch {position.epoch}, batch "
+                f"{batch_idx}: that batch trains nothing (automatic optimization); return the "
+                "loss, or a dict with 'loss' (returning None on purpose skips a batch; said once)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def _forward_autocast(self, batch: object, batch_idx: int) -> Any:
         with self._autocast():

@@ -215,6 +215,11 @@ class StageRunner:
             source = datamodule if datamodule is not None else self.state.module
             method = getattr(source, f"{kind}_dataloader", None)
             given = method() if callable(method) else None
+            if given is None and kind == "train" and callable(method):
+                raise MisconfigurationError(
+                    f"{type(source).__name__}.train_dataloader() returned None; expected a "
+                    "DataLoader (or any iterable of batches); return the loader it builds"
+                )
         return prepare_loaders(
             given,
             kind,
