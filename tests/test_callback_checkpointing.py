@@ -192,3 +192,33 @@ def test_model_checkpoint_save_on_exception(tmp_path):
     with pytest.raises(ValueError, match="boom"):
         fit(tmp_path, callback, model=FailsAt(epoch=1, batch=2), max_epochs=3)
     assert names(tmp_path / "c") == ["epoch=0-step=8.ckpt", "epoch=1-step=10.ckpt"]
+
+
+class ScoredByEpoch(Regression):
+    """Logs a validation score set per epoch: 0.30, 0.391, then worse after the resume."""
+
+    SCORES = (0.30, 0.391, 0.354, 0.36)
+
+    def validation_step(self, batch, batch_idx):
+        self.log("val_score", self.SCORES[self.current_epoch])
+
+
+def test_a_resumed_run_keeps_the_earlier_best_until_a_better_one(tmp_path, capsys):
+    """The resumed run writes into a new version folder; its best stays the earlier run's
+    0.391 (was: forgotten, 0.354 became the best without a word), said once."""
+    first_callback = ModelCheckpoint(monitor="val_score", mode="max")
+    fit(tmp_path, first_callback, model=ScoredByEpoch(), max_epochs=2, logger=True)
+    earlier = first_callback.best_model_path
+    assert "version_0" in earlier and float(first_callback.best_model_score) == pytest.approx(0.391)
+    capsys.readouterr()
+    resumed = ModelCheckpoint(monitor="val_score", mode="max")
+    fit(tmp_path, resumed, model=ScoredByEpoch(), max_epochs=4, logger=True, ckpt_path=earlier)
+    assert "version_1" in resumed.dirpath
+    assert resumed.best_model_path == earlier and Path(earlier).exists()
+    assert float(resumed.best_model_score) == pytest.approx(0.391)
+    assert all("version_1" in path for path in resumed.best_k_models)  # only its own folder
+    said = [line for line in capsys.readouterr().out.splitlines() if "resumed run's best" in line]
+    assert said == [
+        f"trainkit: ModelCheckpoint: the resumed run's best {earlier} (val_score=0.391) stays the "
+        f"best until a better one; new checkpoints go to {resumed.dirpath}"
+    ]

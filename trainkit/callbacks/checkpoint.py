@@ -15,8 +15,7 @@ from trainkit.callbacks import checkpoint_files as files
 from trainkit.callbacks.base import Checkpoint
 from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.distributed.comm import rank_zero_info
-from trainkit.errors import ConfigError, MisconfigurationError
-from trainkit.metrics import closest_key_hint
+from trainkit.errors import ConfigError
 from trainkit.module import TrainModule  # never imports the callbacks: no circle
 
 
@@ -115,6 +114,7 @@ class ModelCheckpoint(Checkpoint):
         self.kth_value = torch.tensor(math.inf if mode == "min" else -math.inf)
         self.best_model_path = ""
         self.best_model_score: torch.Tensor | None = None
+        self._earlier_best: tuple[str, torch.Tensor] | None = None  # a resumed run's, elsewhere
         self.last_model_path = ""
 
     @property
@@ -249,12 +249,7 @@ class ModelCheckpoint(Checkpoint):
                 files.remove_checkpoint(trainer, previous)
             return True
         if self.monitor not in metrics:
-            raise MisconfigurationError(
-                f"`ModelCheckpoint(monitor={self.monitor!r})` could not find the monitored key in "
-                f"the returned metrics: {list(metrics)}. HINT: Did you call "
-                f"`log({self.monitor!r}, value)` in the `LightningModule`?"
-                f"{closest_key_hint(self.monitor, metrics)}"
-            )
+            raise files.monitor_not_logged(self.monitor, metrics)
         current = torch.as_tensor(metrics[self.monitor], dtype=torch.float32).detach().cpu()
         self.current_score = current
         if self._qualifies(trainer, current):
@@ -292,8 +287,10 @@ class ModelCheckpoint(Checkpoint):
         if len(self.best_k_models) == k:
             self.kth_best_model_path = worst(self.best_k_models, key=self.best_k_models.__getitem__)
             self.kth_value = self.best_k_models[self.kth_best_model_path]
-        self.best_model_path = best(self.best_k_models, key=self.best_k_models.__getitem__)
-        self.best_model_score = self.best_k_models[self.best_model_path]
+        path = best(self.best_k_models, key=self.best_k_models.__getitem__)
+        self.best_model_path, self.best_model_score = files.best_of(
+            self.mode, self._earlier_best, path, self.best_k_models[path]
+        )
         if self.verbose:
             rank_zero_info(
                 f"Epoch {metrics['epoch']:d}, global step {metrics['step']:d}: {self.monitor!r} "
@@ -365,14 +362,8 @@ class ModelCheckpoint(Checkpoint):
         self, trainer: TrainerView, metrics: dict[str, Any], replaced: str | None = None
     ) -> str:
         """The formatted name, versioned ('-v1', ...) while a file of that name exists."""
-        filepath = self.format_checkpoint_name(metrics)
-        if not self._enable_version_counter:
-            return filepath
-        version = self.STARTING_VERSION
-        while filepath != replaced and files.exists_on_rank_zero(trainer, filepath):
-            filepath = self.format_checkpoint_name(metrics, ver=version)
-            version += 1
-        return filepath
+        first = self.STARTING_VERSION if self._enable_version_counter else None
+        return files.free_name(trainer, self.format_checkpoint_name, metrics, replaced, first)
 
     # ---- state ---------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -400,3 +391,8 @@ class ModelCheckpoint(Checkpoint):
             self.kth_value = torch.as_tensor(state_dict.get("kth_value", self.kth_value))
             self.last_model_path = state_dict.get("last_model_path", "")
         self.best_model_path = state_dict["best_model_path"]
+        self._earlier_best = files.carried_best(
+            state_dict, self.best_k_models, self.monitor, self.dirpath
+        )
+        if self._earlier_best is not None:
+            self.best_model_score = self._earlier_best[1]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,8 @@ import torch
 
 from trainkit.callbacks.base import Checkpoint
 from trainkit.callbacks.trainer_view import TrainerView
-from trainkit.errors import ConfigError
+from trainkit.errors import ConfigError, MisconfigurationError
+from trainkit.metrics import closest_key_hint
 
 _FIELD = re.compile(r"\{([A-Za-z_][\w/.-]*)(:[^}]*)?\}")
 
@@ -131,3 +133,58 @@ def triggers(
             "keep one trigger, or use two ModelCheckpoint callbacks",
         )
     return steps, epochs
+
+
+def carried_best(
+    state: dict[str, Any], kept: dict[str, torch.Tensor], monitor: str | None, dirpath: str | None
+) -> tuple[str, torch.Tensor] | None:
+    """The best checkpoint a resumed callback state names outside the top-k files this run
+    keeps (the earlier run wrote into another folder): it stays the best until a better one,
+    and is never removed from here. Said once, on rank 0."""
+    from trainkit.distributed.comm import rank_zero_info
+
+    path, score = state.get("best_model_path", ""), tensor_or_none(state.get("best_model_score"))
+    if not path or score is None or path in kept:
+        return None
+    rank_zero_info(
+        f"trainkit: ModelCheckpoint: the resumed run's best {path} ({monitor}="
+        f"{float(score):.5g}) stays the best until a better one; new checkpoints go to {dirpath}"
+    )
+    return path, score
+
+
+def best_of(
+    mode: str, earlier: tuple[str, torch.Tensor] | None, path: str, score: torch.Tensor
+) -> tuple[str, torch.Tensor]:
+    """The better of this run's best and an earlier run's carried best (``mode``: min or max)."""
+    if earlier is None:
+        return path, score
+    better = earlier[1] < score if mode == "min" else earlier[1] > score
+    return earlier if bool(better) else (path, score)
+
+
+def free_name(
+    trainer: TrainerView,
+    name: Callable[..., str],
+    metrics: dict[str, Any],
+    replaced: str | None,
+    first_version: int | None,
+) -> str:
+    """``name(metrics)``, or with ``ver=first_version, ...`` while a file of that name exists on
+    rank 0 (``replaced``, the file this one replaces, counts as free); None: never versioned."""
+    filepath = name(metrics)
+    version = first_version
+    while version is not None and filepath != replaced and exists_on_rank_zero(trainer, filepath):
+        filepath = name(metrics, ver=version)
+        version += 1
+    return filepath
+
+
+def monitor_not_logged(monitor: str, metrics: dict[str, Any]) -> MisconfigurationError:
+    """ModelCheckpoint's monitored key is not among the logged metrics (Lightning's message, and
+    the closest logged key)."""
+    return MisconfigurationError(
+        f"`ModelCheckpoint(monitor={monitor!r})` could not find the monitored key in the "
+        f"returned metrics: {list(metrics)}. HINT: Did you call `log({monitor!r}, value)` in the "
+        f"`LightningModule`?{closest_key_hint(monitor, metrics)}"
+    )
