@@ -6,10 +6,13 @@ from __future__ import annotations
 import contextlib
 import itertools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trainkit.cli.failures import fail
 from trainkit.cli.subcommands import SUBCOMMANDS
+
+if TYPE_CHECKING:
+    from jsonargparse import ArgumentParser
 
 CONFIG_FLAGS = ("-c", "--config")
 
@@ -114,7 +117,7 @@ def wants_help(args: list[str]) -> bool:
     return "-h" in args or "--help" in args
 
 
-def print_help_with_classes(parser: Any, args: list[str]) -> None:
+def print_help_with_classes(parser: ArgumentParser, args: list[str]) -> None:
     """``--help``, then the options and docstring of the model and data classes the config
     names (jsonargparse alone shows only ``--model.help CLASS``)."""
     with contextlib.suppress(SystemExit):

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainkit.module import TrainModule
+    from trainkit.trainer.trainer import Trainer
 
 
-def check_checkpoint(trainer: Any, model: Any, subcommand: str, ckpt_path: str | None) -> None:
+def check_checkpoint(
+    trainer: Trainer, model: TrainModule, subcommand: str, ckpt_path: str | None
+) -> None:
     """Before any rank starts: the checkpoint exists and fits the model (checked once, by the
     process the user started; a rank trainkit launched skips it)."""
     import os

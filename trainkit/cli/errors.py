@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jsonargparse import Namespace
 
 _KEY = re.compile(r'Parser key "([^"]+)"')
 _GIVEN = re.compile(r"(?:Given value|Got value): ([^\n]+)")
@@ -119,7 +122,7 @@ def class_path_problem(key: str, path: str, reason: str, help_hint: str) -> str:
 _UNRECOGNIZED = re.compile(r"[Uu]nrecognized arguments: (.+)")
 
 
-def unknown_options(message: str, defaults: Any, help_hint: str) -> str | None:
+def unknown_options(message: str, defaults: Namespace, help_hint: str) -> str | None:
     """For options the parser does not know: the closest known one (options are never
     abbreviated, so ``--trainer.max_epoch`` is a typo, not a prefix); None for other errors."""
     import difflib

@@ -6,9 +6,12 @@ from __future__ import annotations
 import contextlib
 import itertools
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jsonargparse import ArgumentParser
 
 
 def fail(message: str, prog: str = "trainkit") -> None:
@@ -62,7 +65,9 @@ def undecodable_file(argv: list[str]) -> str:
 
 
 @contextlib.contextmanager
-def one_line_parse_errors(prog: str, argv: list[str], hint: str, parser: Any) -> Iterator[None]:
+def one_line_parse_errors(
+    prog: str, argv: list[str], hint: str, parser: Callable[[], ArgumentParser | None]
+) -> Iterator[None]:
     """Around parsing and building the classes: each kind of bad input as one line.
     ``parser``: a callable returning the parser that knows the options (for suggestions)."""
     from jsonargparse import ArgumentError

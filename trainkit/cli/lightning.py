@@ -12,12 +12,20 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainkit.cli.argv import print_help_with_classes, typed_device_options, wants_help
 from trainkit.cli.failures import one_line_parse_errors, one_line_run_errors
 from trainkit.cli.lightning_parsing import CLIParserSetup, trainkit_trainer
 from trainkit.cli.save_config import SaveConfigCallback
+
+if TYPE_CHECKING:
+    from jsonargparse import Namespace
+    from torch.optim import Optimizer
+
+    from trainkit.cli.argument_parser import LightningArgumentParser
+    from trainkit.cli.optimizers import LRSchedulerTypeUnion
+    from trainkit.module import TrainModule
 
 ArgsType = list[str] | dict[str, Any] | None
 
@@ -106,7 +114,9 @@ class LightningCLI(CLIParserSetup):
             self._run_subcommand(self.subcommand)
 
     @classmethod
-    def built_from(cls, parser: Any, config: Any, **options: Any) -> LightningCLI:
+    def built_from(
+        cls, parser: LightningArgumentParser, config: Namespace, **options: Any
+    ) -> LightningCLI:
         """A CLI whose objects are built from ``config``, parsed by one subcommand's parser
         (``subcommand_parser``); nothing runs."""
         cli = cls.__new__(cls)
@@ -134,7 +144,7 @@ class LightningCLI(CLIParserSetup):
     def after_instantiate_classes(self) -> None:
         """Override to run code after the classes are built."""
 
-    def instantiate_trainer(self, **kwargs: Any) -> Any:
+    def instantiate_trainer(self, **kwargs: object) -> Any:
         """Build the Trainer from the trainer section (``kwargs`` win), with the callbacks of
         sections added by ``add_lightning_class_args``."""
         parser = self._parser(self.subcommand)
@@ -160,7 +170,9 @@ class LightningCLI(CLIParserSetup):
 
     @staticmethod
     def configure_optimizers(
-        lightning_module: Any, optimizer: Any, lr_scheduler: Any = None
+        lightning_module: TrainModule,
+        optimizer: Optimizer,
+        lr_scheduler: LRSchedulerTypeUnion | None = None,
     ) -> Any:
         """Override to change what the optimizer/lr_scheduler sections return as the model's
         ``configure_optimizers``."""
@@ -211,7 +223,7 @@ class LightningCLI(CLIParserSetup):
         init = self._get(self.config_init, keys[0])
         return init if isinstance(classes, tuple) else with_class_path(classes, init)
 
-    def _get(self, config: Any, key: str, default: Any = None) -> Any:
+    def _get(self, config: Namespace, key: str, default: object = None) -> Any:
         """A value of the subcommand's config (or of the whole config when run=False)."""
         return config.get(str(self.subcommand), config).get(key, default)
 

@@ -5,12 +5,22 @@ seed_everything), the requested subcommand's parser, parsing, and the hooks a su
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from trainkit.cli.argv import find_subcommand
 from trainkit.cli.save_config import SaveConfigCallback
 from trainkit.cli.subcommands import SUBCOMMANDS
+
+if TYPE_CHECKING:
+    from jsonargparse import Namespace
+
+    from trainkit.cli.argument_parser import LightningArgumentParser
+
+    # what LightningCLI parses: argv-like strings, or a config as a dict or a Namespace
+    # (None: sys.argv)
+    ParsedArgs = list[str] | dict[str, Any] | Namespace | None
 
 
 def program_name() -> str:
@@ -24,11 +34,11 @@ class CLIParserSetup:
 
     def configure_options(
         self,
-        model_class: Any = None,
-        datamodule_class: Any = None,
-        save_config_callback: Any = SaveConfigCallback,
+        model_class: type | Callable[..., Any] | None = None,
+        datamodule_class: type | Callable[..., Any] | None = None,
+        save_config_callback: type[SaveConfigCallback] | None = SaveConfigCallback,
         save_config_kwargs: dict[str, Any] | None = None,
-        trainer_class: Any = None,
+        trainer_class: type | Callable[..., Any] | None = None,
         trainer_defaults: dict[str, Any] | None = None,
         seed_everything_default: bool | int = True,
         parser_kwargs: dict[str, Any] | None = None,
@@ -56,7 +66,9 @@ class CLIParserSetup:
         self.subcommand: str | None = None  # the subcommand being run (None: run=False)
 
     @classmethod
-    def subcommand_parser(cls, subcommand: str, prog: str, **options: Any) -> Any:
+    def subcommand_parser(
+        cls, subcommand: str, prog: str, **options: Any
+    ) -> LightningArgumentParser:
         """The parser this CLI builds for ``subcommand`` (nothing is parsed or built)."""
         cli = cls.__new__(cls)
         cli.configure_options(**options)
@@ -65,13 +77,17 @@ class CLIParserSetup:
         return cli.subcommand_parsers[subcommand]
 
     def _requested_subcommand(
-        self, argv: list[str] | None, args: Any
+        self, argv: list[str] | None, args: ParsedArgs
     ) -> tuple[str, list[str] | None]:
         """The subcommand asked for, and the options after it (None for a dict of args)."""
         if argv is not None:
             position = find_subcommand(argv, self.prog, tuple(self.subcommands()))
             return argv[position], argv[position + 1 :]
-        given = args.as_dict() if hasattr(args, "as_dict") else dict(args)
+        given = (  # argv is None: a config as a Namespace or a dict
+            cast("Namespace", args).as_dict()
+            if hasattr(args, "as_dict")
+            else dict(cast("dict[str, Any]", args))
+        )
         named = given.get("subcommand") or next((k for k in given if k in self.subcommands()), None)
         return named or "fit", None
 
@@ -81,7 +97,7 @@ class CLIParserSetup:
         subparser_kwargs = {k: dict(v) for k, v in parser_kwargs.items() if k in names}
         return main_kwargs, subparser_kwargs
 
-    def init_parser(self, **kwargs: Any) -> Any:
+    def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
         """A new parser with ``-c/--config``."""
         from jsonargparse import ActionConfigFile
 
@@ -105,14 +121,14 @@ class CLIParserSetup:
         arguments themselves."""
         main_kwargs.setdefault("prog", self.prog)
         self.parser = self.init_parser(**main_kwargs)
-        self.subcommand_parsers: dict[str, Any] = {}
+        self.subcommand_parsers: dict[str, LightningArgumentParser] = {}
         self.subcommand_method_arguments: dict[str, list[str]] = {}
         if add_subcommands:
             self._add_subcommands(self.parser, **subparser_kwargs)
         else:
             self._add_arguments(self.parser)
 
-    def add_default_arguments_to_parser(self, parser: Any) -> None:
+    def add_default_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Add ``--seed_everything``."""
         parser.add_argument(
             "--seed_everything",
@@ -122,14 +138,14 @@ class CLIParserSetup:
             "it) or false.",
         )
 
-    def add_core_arguments_to_parser(self, parser: Any) -> None:
+    def add_core_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Add the trainer, model and data sections."""
         from trainkit.callbacks import import_all as load_callback_classes
         from trainkit.datamodule import DataModule
         from trainkit.module import TrainModule
 
         load_callback_classes()  # configs may name a callback by its class name alone
-        parser.add_lightning_class_args(self.trainer_class, "trainer")
+        parser.add_lightning_class_args(self.trainer_class or trainkit_trainer(), "trainer")
         defaults = {f"trainer.{k}": v for k, v in self.trainer_defaults.items() if k != "callbacks"}
         if defaults:
             parser.set_defaults(defaults)
@@ -142,7 +158,7 @@ class CLIParserSetup:
             required=self.datamodule_class is not None,
         )
 
-    def _add_arguments(self, parser: Any) -> None:
+    def _add_arguments(self, parser: LightningArgumentParser) -> None:
         from torch.optim import Optimizer
 
         from trainkit.cli.optimizers import LRSchedulerTypeTuple
@@ -157,7 +173,7 @@ class CLIParserSetup:
                 parser.add_lr_scheduler_args(LRSchedulerTypeTuple)
         self.link_optimizers_and_lr_schedulers(parser)
 
-    def add_arguments_to_parser(self, parser: Any) -> None:
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Override to add arguments, sections (``parser.add_lightning_class_args``) or links
         (``parser.link_arguments``)."""
 
@@ -171,11 +187,11 @@ class CLIParserSetup:
             "predict": {"model", "dataloaders", "datamodule"},
         }
 
-    def _add_subcommands(self, parser: Any, **kwargs: Any) -> None:
+    def _add_subcommands(self, parser: LightningArgumentParser, **kwargs: dict[str, Any]) -> None:
         """Register the requested subcommand (the others are never parsed in this process)."""
         from jsonargparse import class_from_function
 
-        trainer_class = self.trainer_class
+        trainer_class = self.trainer_class or trainkit_trainer()
         if not isinstance(trainer_class, type):
             trainer_class = class_from_function(trainer_class)
         name = self.subcommand
@@ -188,16 +204,18 @@ class CLIParserSetup:
         self.subcommand_parsers[name] = subparser
         subcommands.add_subcommand(name, subparser, help=options["description"])
 
-    def _prepare_subcommand_parser(self, klass: type, subcommand: str, **kwargs: Any) -> Any:
+    def _prepare_subcommand_parser(
+        self, klass: type, subcommand: str, **kwargs: Any
+    ) -> LightningArgumentParser:
         parser = self.init_parser(**kwargs)
         self._add_arguments(parser)
-        skip = set(self.subcommands()[subcommand])
+        skip: set[str | int] = set(self.subcommands()[subcommand])
         added = parser.add_method_arguments(klass, subcommand, skip=skip)
         self.subcommand_method_arguments[subcommand] = added
         return parser
 
     @staticmethod
-    def link_optimizers_and_lr_schedulers(parser: Any) -> None:
+    def link_optimizers_and_lr_schedulers(parser: LightningArgumentParser) -> None:
         """Link optimizer/scheduler sections that name a ``link_to`` target."""
         from trainkit.cli.optimizers import with_class_path
 
@@ -212,19 +230,19 @@ class CLIParserSetup:
                     key, link_to, compute_fn=lambda init, cls=classes: with_class_path(cls, init)
                 )
 
-    def parse_arguments(self, parser: Any, args: Any) -> None:
+    def parse_arguments(self, parser: LightningArgumentParser, args: ParsedArgs) -> None:
         """Parse ``args`` (a list of strings or a dict) into ``self.config``."""
         if isinstance(args, dict) or hasattr(args, "as_dict"):
-            self.config = parser.parse_object(args)
+            self.config = parser.parse_object(cast("Namespace | dict[str, Any]", args))
         else:
-            self.config = parser.parse_args(args)
+            self.config = parser.parse_args(cast("list[str] | None", args))
 
-    def _known_parser(self) -> Any:
+    def _known_parser(self) -> LightningArgumentParser | None:
         """The parser whose options an unknown one is compared with (for suggestions)."""
         parsers = getattr(self, "subcommand_parsers", {})
         return parsers.get(self.subcommand) or getattr(self, "parser", None)
 
-    def _parser(self, subcommand: str | None) -> Any:
+    def _parser(self, subcommand: str | None) -> LightningArgumentParser:
         return self.parser if subcommand is None else self.subcommand_parsers[subcommand]
 
 

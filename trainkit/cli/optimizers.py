@@ -4,11 +4,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import torch
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
+
+if TYPE_CHECKING:
+    from jsonargparse import Namespace
+
+    from trainkit.module import TrainModule
 
 
 class ReduceLROnPlateau(torch.optim.lr_scheduler.ReduceLROnPlateau):
@@ -51,7 +56,7 @@ OptimizerCallable = Callable[[Iterable], Optimizer]
 LRSchedulerCallable = Callable[[Optimizer], LRScheduler | ReduceLROnPlateau]
 
 
-def instantiate_class(args: Any, init: dict[str, Any]) -> Any:
+def instantiate_class(args: object, init: dict[str, Any]) -> Any:
     """Build ``init['class_path'](*args, **init['init_args'])``; ``args``: one value or a tuple."""
     import importlib
 
@@ -61,23 +66,27 @@ def instantiate_class(args: Any, init: dict[str, Any]) -> Any:
     return cls(*positional, **init.get("init_args", {}))
 
 
-def with_class_path(class_type: type, init_args: Any = None) -> dict[str, Any]:
+def with_class_path(
+    class_type: type, init_args: Namespace | dict[str, Any] | None = None
+) -> dict[str, Any]:
     """``{'class_path': ..., 'init_args': ...}`` for a section whose class is fixed."""
-    if hasattr(init_args, "as_dict"):
-        init_args = init_args.as_dict()
     path = f"{class_type.__module__}.{class_type.__name__}"
-    return {"class_path": path, "init_args": dict(init_args or {})}
+    return {"class_path": path, "init_args": plain(init_args) or {}}
 
 
-def plain(section: Any) -> dict[str, Any] | None:
+def plain(section: Namespace | dict[str, Any] | None) -> dict[str, Any] | None:
     """A parsed section as a plain dict (None stays None)."""
     if section is None:
         return None
-    return section.as_dict() if hasattr(section, "as_dict") else dict(section)
+    if hasattr(section, "as_dict"):  # a jsonargparse Namespace
+        return cast("Namespace", section).as_dict()
+    return dict(cast("dict[str, Any]", section))
 
 
 def default_configure_optimizers(
-    lightning_module: Any, optimizer: Optimizer, lr_scheduler: Any = None
+    lightning_module: TrainModule,
+    optimizer: Optimizer,
+    lr_scheduler: LRSchedulerTypeUnion | None = None,
 ) -> Any:
     """The optimizer alone; with a scheduler ``[optimizer], [scheduler]``; a ReduceLROnPlateau
     steps on its ``monitor`` (torch's own class, which has none, on val_loss)."""
@@ -99,7 +108,7 @@ class ConfiguredOptimizers:
 
     def __init__(
         self,
-        module: Any,
+        module: TrainModule,
         optimizer: dict[str, Any],
         scheduler: dict[str, Any] | None,
         configure: Callable[..., Any] = default_configure_optimizers,

@@ -12,7 +12,9 @@ def show_each_warning_once() -> None:
     original = warnings.showwarning
     seen: set[tuple[type, str]] = set()
 
-    def show(message: Any, category: type, filename: str, lineno: int, *rest: Any) -> None:
+    def show(
+        message: Warning | str, category: type[Warning], filename: str, lineno: int, *rest: Any
+    ) -> None:
         key = (category, str(message))
         if key not in seen:
             seen.add(key)

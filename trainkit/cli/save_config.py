@@ -4,10 +4,17 @@ starts (rank 0), so every run folder says how it was made."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trainkit.callbacks.base import Callback
 from trainkit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from jsonargparse import Namespace
+
+    from trainkit.cli.argument_parser import LightningArgumentParser
+    from trainkit.module import TrainModule
+    from trainkit.trainer.trainer import Trainer
 
 
 class ConfigFileExistsError(ConfigError, RuntimeError):
@@ -24,8 +31,8 @@ class SaveConfigCallback(Callback):
 
     def __init__(
         self,
-        parser: Any,
-        config: Any,
+        parser: LightningArgumentParser,
+        config: Namespace,
         config_filename: str = "config.yaml",
         overwrite: bool = False,
         multifile: bool = False,
@@ -54,7 +61,7 @@ class SaveConfigCallback(Callback):
                 "subclass SaveConfigCallback and implement save_config, or leave it True",
             )
 
-    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def setup(self, trainer: Trainer, pl_module: TrainModule, stage: str) -> None:
         """Write the config once per run (rank 0), then call ``save_config``."""
         if self.already_saved:
             return
@@ -65,7 +72,7 @@ class SaveConfigCallback(Callback):
             self.already_saved = True
         self.already_saved = trainer.strategy.broadcast(self.already_saved)
 
-    def _write(self, trainer: Any, stage: str) -> None:
+    def _write(self, trainer: Trainer, stage: str) -> None:
         path = Path(trainer.log_dir) / self.config_filename
         exists = trainer.strategy.broadcast(path.is_file() if trainer.is_global_zero else False)
         overwrite = self.overwrite
@@ -91,6 +98,6 @@ class SaveConfigCallback(Callback):
                 multifile=self.multifile,
             )
 
-    def save_config(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def save_config(self, trainer: Trainer, pl_module: TrainModule, stage: str) -> None:
         """Override to save the config somewhere else too (a logger, a tracker); rank 0 only,
         so no collective calls here."""

@@ -5,7 +5,10 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import torch
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -23,7 +26,7 @@ def rank_zero_only(fn: F) -> F:
     """Run ``fn`` on global rank 0 only; other ranks get None."""
 
     @functools.wraps(fn)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
+    def wrapped(*args: object, **kwargs: object) -> Any:
         if global_rank() == 0:
             return fn(*args, **kwargs)
         return None
@@ -32,7 +35,7 @@ def rank_zero_only(fn: F) -> F:
 
 
 @rank_zero_only
-def rank_zero_info(*args: Any, **kwargs: Any) -> None:
+def rank_zero_info(*args: object, **kwargs: Any) -> None:
     """``print`` on global rank 0 only."""
     print(*args, **kwargs, flush=True)
 
@@ -45,7 +48,7 @@ def barrier() -> None:
         dist.barrier()
 
 
-def all_reduce(tensor: Any, op: str = "mean") -> Any:
+def all_reduce(tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
     """Reduce ``tensor`` over every rank with ``mean``, ``sum``, ``max`` or ``min``."""
     import torch.distributed as dist
 

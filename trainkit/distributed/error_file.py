@@ -10,12 +10,14 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from types import TracebackType
 
 from trainkit.distributed.signals import ERROR_FILE_ENV
 
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK")
+ExceptHook = Callable[[type[BaseException], BaseException, TracebackType | None], None]
 WORLD_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE")
 
 
@@ -39,8 +41,8 @@ def _first_int(names: tuple[str, ...]) -> int | None:
     return None
 
 
-def _file_hook(path: str, rank: str) -> Any:
-    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+def _file_hook(path: str, rank: str) -> ExceptHook:
+    def hook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
         text = "".join(traceback.format_exception(kind, value, tb))
         record = json.dumps({"rank": rank, "time": time.time(), "traceback": text})
         partial = f"{path}.partial"
@@ -57,8 +59,8 @@ def last_line(value: BaseException) -> str:
     return f"{type(value).__name__}: {message[0]}" if message else type(value).__name__
 
 
-def _cause_hook(rank: int) -> Any:
-    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+def _cause_hook(rank: int) -> ExceptHook:
+    def hook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
         cause = last_line(value)
         if is_communication_error(cause):
             sys.stderr.write(

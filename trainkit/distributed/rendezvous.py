@@ -17,11 +17,14 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trainkit.distributed.env import ClusterEnvironment
 from trainkit.distributed.ports import check_port_free
 from trainkit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from torch.distributed import Store
 
 CANDIDATES = 8  # beacon ports tried per step
 CANDIDATE_STRIDE = 997  # apart, so the candidates of neighbouring steps rarely meet
@@ -133,7 +136,7 @@ def find_store_port(cluster: ClusterEnvironment, name: str, timeout: float) -> i
     )
 
 
-def restarted_torchrun_store(cluster: ClusterEnvironment, wait: timedelta) -> Any:
+def restarted_torchrun_store(cluster: ClusterEnvironment, wait: timedelta) -> Store | None:
     """After ``torchrun --max-restarts`` restarted the workers: torchrun's store with a prefix of
     this restart. Its static rendezvous keeps one store for every attempt, so restarted workers
     would read the keys of the failed attempt (a dead rank's address) and never connect.
@@ -148,7 +151,7 @@ def restarted_torchrun_store(cluster: ClusterEnvironment, wait: timedelta) -> An
 
 
 @contextlib.contextmanager
-def rendezvous_store(cluster: ClusterEnvironment, timeout: float | None) -> Iterator[Any]:
+def rendezvous_store(cluster: ClusterEnvironment, timeout: float | None) -> Iterator[Store | None]:
     """The store the process group starts from (None: torch's env:// from MASTER_ADDR/PORT),
     for the duration of ``init_process_group``."""
     seconds = timeout or DEFAULT_TIMEOUT
@@ -183,7 +186,7 @@ def rendezvous_store(cluster: ClusterEnvironment, timeout: float | None) -> Iter
             beacon.close()
 
 
-def wait_for_ranks(store: Any, count: int, timeout: float) -> None:
+def wait_for_ranks(store: Store, count: int, timeout: float) -> None:
     """Until ``count`` ranks joined the store (nccl's process group returns before they do)."""
     deadline = time.monotonic() + timeout
     while store.add(JOINED_KEY, 0) < count and time.monotonic() < deadline:

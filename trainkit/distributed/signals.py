@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 PREEMPTED_EXIT_CODE = 75  # sysexits.h EX_TEMPFAIL: the ranks saved their state; run again to resume
@@ -66,7 +67,7 @@ class StopSignals:
         """Whether this object still handles every stop signal."""
         return all(signal.getsignal(signum) == self._handle for signum in STOP_SIGNALS)
 
-    def _handle(self, signum: int, frame: Any) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         abort_file = os.environ.get(ABORT_FILE_ENV)
         if abort_file and os.path.exists(abort_file):
             exit_on_signal(signum, "the launcher is stopping the job after a failure")

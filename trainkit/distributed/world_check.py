@@ -5,8 +5,9 @@ anything trains, naming both numbers and the fix; trainkit never trains a world 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
+from trainkit.distributed.env import ClusterEnvironment
 from trainkit.errors import ConfigError
 
 
@@ -48,7 +49,22 @@ WORDS = {
 }
 
 
-def check_launched_world(strategy: Any) -> None:
+class PlannedWorld(Protocol):
+    """The world a strategy asks for (``Strategy``'s members this check reads)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def cluster(self) -> ClusterEnvironment: ...
+    @property
+    def num_nodes(self) -> int: ...
+    @property
+    def processes_per_node(self) -> int: ...
+    @property
+    def process_per_device(self) -> bool: ...
+
+
+def check_launched_world(strategy: PlannedWorld) -> None:
     """Refuse, before training, a world that the external launcher and the config disagree on."""
     cluster = strategy.cluster
     words = WORDS.get(cluster.name)

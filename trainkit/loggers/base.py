@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from torch import nn
 
 _VERSION = re.compile(r"version_(\d+)$")
 JOIN_CHAR = "-"  # between a logger's prefix and a metric name, as in Lightning
@@ -18,6 +22,19 @@ def next_version(root: str | os.PathLike) -> int:
         return 0
     used = [int(m.group(1)) for p in root.iterdir() if (m := _VERSION.match(p.name))]
     return max(used) + 1 if used else 0
+
+
+class SavedCheckpoints(Protocol):
+    """What a logger reads of the checkpoint callback that saved (``ModelCheckpoint``'s members)."""
+
+    @property
+    def save_top_k(self) -> int: ...
+    @property
+    def best_k_models(self) -> Mapping[str, object]: ...
+    @property
+    def best_model_path(self) -> str: ...
+    @property
+    def last_model_path(self) -> str: ...
 
 
 class Logger:
@@ -61,10 +78,10 @@ class Logger:
 
     def log_hyperparams(self, params: dict[str, Any]) -> None: ...
 
-    def log_graph(self, model: Any, input_array: Any = None) -> None:
+    def log_graph(self, model: nn.Module, input_array: object = None) -> None:
         """Record the model's graph (loggers that can; called once at fit start)."""
 
-    def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
+    def after_save_checkpoint(self, checkpoint_callback: SavedCheckpoints) -> None:
         """Called by ModelCheckpoint after each save (loggers that upload checkpoints)."""
 
     def save(self) -> None: ...

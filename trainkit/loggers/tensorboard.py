@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainkit.loggers.base import Logger
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 class TensorBoardLogger(Logger):
@@ -66,7 +69,7 @@ class TensorBoardLogger(Logger):
         for key, value in metrics.items():
             self.experiment.add_scalar(key, value, 0)
 
-    def log_graph(self, model: Any, input_array: Any = None) -> None:
+    def log_graph(self, model: nn.Module, input_array: object = None) -> None:
         if not self.log_graph_enabled:
             return
         example = (

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Any
 
 from trainkit.distributed.comm import global_rank
 from trainkit.errors import ConfigError
-from trainkit.loggers.base import Logger
+from trainkit.loggers.base import Logger, SavedCheckpoints
 
 LOG_MODEL = (False, True, "all")
 
@@ -32,7 +31,7 @@ class NoExperiment:
     def __getattr__(self, name: str) -> NoExperiment:
         return self
 
-    def __call__(self, *args: Any, **kwargs: Any) -> NoExperiment:
+    def __call__(self, *args: object, **kwargs: object) -> NoExperiment:
         return self
 
 
@@ -52,7 +51,7 @@ class TrackingLogger(Logger):
         self.log_model = log_model
         self._run_id = run_id
         self._started = False
-        self._checkpoint_callback: Any = None
+        self._checkpoint_callback: SavedCheckpoints | None = None
         self._logged_checkpoints: dict[Path, int] = {}
 
     def start_run(self) -> str:
@@ -75,7 +74,7 @@ class TrackingLogger(Logger):
         return self._run_id
 
     @version.setter
-    def version(self, value: Any) -> None:
+    def version(self, value: int | str | None) -> None:
         if isinstance(value, str):  # rank 0's run id; another logger's version_N number is not one
             self._run_id = value
 
@@ -92,7 +91,7 @@ class TrackingLogger(Logger):
         """This run's local folder (checkpoints, config.yaml): ``save_dir/group/run id``."""
         return str(Path(self.root_dir) / str(self.version))
 
-    def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
+    def after_save_checkpoint(self, checkpoint_callback: SavedCheckpoints) -> None:
         """log_model='all' (or save_top_k=-1): upload now; True: remember, upload at finalize."""
         if not self.log_model or global_rank() != 0:
             return
@@ -101,7 +100,7 @@ class TrackingLogger(Logger):
         else:
             self._checkpoint_callback = checkpoint_callback
 
-    def log_checkpoints(self, checkpoint_callback: Any) -> None:
+    def log_checkpoints(self, checkpoint_callback: SavedCheckpoints) -> None:
         """Upload the callback's checkpoints not uploaded yet (or rewritten since)."""
         for path, aliases in saved_checkpoints(checkpoint_callback).items():
             stamp = path.stat().st_mtime_ns
@@ -119,7 +118,7 @@ class TrackingLogger(Logger):
         raise NotImplementedError
 
 
-def saved_checkpoints(checkpoint_callback: Any) -> dict[Path, list[str]]:
+def saved_checkpoints(checkpoint_callback: SavedCheckpoints) -> dict[Path, list[str]]:
     """The callback's checkpoints on disk, oldest first, each with its aliases (best, latest)."""
     found: dict[Path, list[str]] = {Path(p): [] for p in checkpoint_callback.best_k_models}
     for path, alias in (

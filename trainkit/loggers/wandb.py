@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from trainkit.loggers.tracking import NoExperiment, TrackingLogger, require
+
+if TYPE_CHECKING:
+    from torch import nn
 
 STEP = "trainer/global_step"  # the x-axis every metric is plotted against
 
@@ -25,7 +28,7 @@ class WandbLogger(TrackingLogger):
         anonymous: bool | None = None,
         project: str | None = None,
         log_model: bool | Literal["all"] = False,
-        experiment: Any = None,
+        experiment: object = None,
         prefix: str = "",
         checkpoint_name: str | None = None,
         **kwargs: Any,
@@ -62,7 +65,7 @@ class WandbLogger(TrackingLogger):
             **({"mode": "offline"} if offline else {}),
             **kwargs,
         }
-        self._run = experiment
+        self._run: Any = experiment  # a wandb run (wandb's own, untyped objects)
         self._owns_run = False
 
     @property
@@ -104,7 +107,11 @@ class WandbLogger(TrackingLogger):
         self.experiment.log({**self.prefixed(metrics), STEP: step})
 
     def watch(
-        self, model: Any, log: str | None = "gradients", log_freq: int = 100, log_graph: bool = True
+        self,
+        model: nn.Module,
+        log: str | None = "gradients",
+        log_freq: int = 100,
+        log_graph: bool = True,
     ) -> None:
         """Log the model's gradients and/or parameters every ``log_freq`` steps."""
         self.experiment.watch(model, log=log, log_freq=log_freq, log_graph=log_graph)

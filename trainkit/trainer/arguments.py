@@ -5,13 +5,19 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainkit.callbacks.base import Callback
 from trainkit.errors import ConfigError
 from trainkit.loggers.base import Logger
 from trainkit.loops.state import LoopLimits
+
+if TYPE_CHECKING:
+    from trainkit.datamodule import DataModule
+    from trainkit.module import TrainModule
+    from trainkit.strategies import Strategy
 
 # Lightning accepts None for these and means its default; so do we
 _NONE_MEANS = {
@@ -63,7 +69,7 @@ def loop_limits(fast_dev_run: int = 0, **settings: Any) -> LoopLimits:
     )
 
 
-def _check_fraction_or_count(name: str, value: Any) -> None:
+def _check_fraction_or_count(name: str, value: object) -> None:
     if isinstance(value, bool) or not (
         (isinstance(value, int) and value >= 0) or (isinstance(value, float) and 0 <= value <= 1)
     ):
@@ -72,18 +78,18 @@ def _check_fraction_or_count(name: str, value: Any) -> None:
 
 def check_loop_settings(
     *,
-    accumulate_grad_batches: Any,
-    max_epochs: Any,
-    max_steps: Any,
-    min_epochs: Any,
-    min_steps: Any = -1,
-    reload_dataloaders_every_n_epochs: Any = 0,
-    num_sanity_val_steps: Any,
-    gradient_clip_val: Any,
-    gradient_clip_algorithm: Any,
-    log_every_n_steps: Any,
-    check_val_every_n_epoch: Any,
-    val_check_interval: Any,
+    accumulate_grad_batches: int,
+    max_epochs: int | None,
+    max_steps: int,
+    min_epochs: int,
+    min_steps: int = -1,
+    reload_dataloaders_every_n_epochs: int = 0,
+    num_sanity_val_steps: int,
+    gradient_clip_val: float | None,
+    gradient_clip_algorithm: str,
+    log_every_n_steps: int,
+    check_val_every_n_epoch: int | None,
+    val_check_interval: int | float,
 ) -> None:
     """Every loop setting in range, or a ConfigError naming it (exit 2 from the CLI)."""
     _check_positive("accumulate_grad_batches", accumulate_grad_batches)
@@ -123,7 +129,7 @@ def check_loop_settings(
 
 
 def check_strategy_settings(
-    strategy: Any,
+    strategy: Strategy,
     accumulate_grad_batches: int,
     lr_scaling: str,
     reference_batch_size: int | None,
@@ -162,7 +168,9 @@ def check_writable_dir(folder: str) -> None:
         ) from None
 
 
-def _check_at_least(name: str, value: Any, low: int, also: str = "", none_ok: bool = False) -> None:
+def _check_at_least(
+    name: str, value: object, low: int, also: str = "", none_ok: bool = False
+) -> None:
     if value is None and none_ok:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -170,7 +178,7 @@ def _check_at_least(name: str, value: Any, low: int, also: str = "", none_ok: bo
         raise ConfigError(f"trainer.{name}", value, expected)
 
 
-def _check_positive(name: str, value: Any) -> None:
+def _check_positive(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"trainer.{name}", value, "an int >= 1")
 
@@ -179,7 +187,7 @@ def _check_positive(name: str, value: Any) -> None:
 class Features:
     """What a run writes and shows besides training: loggers, checkpoints, bars, summary."""
 
-    logger: Any = True
+    logger: bool | Logger | list[Logger] | None = True
     progress_bar: bool = True
     checkpointing: bool = True
     model_summary: bool = False
@@ -190,7 +198,7 @@ class Features:
         barebones: bool,
         fast_dev_run: int,
         *,
-        logger: Any,
+        logger: bool | Logger | list[Logger] | None,
         progress_bar: bool | None,
         checkpointing: bool | None,
         model_summary: bool | None,
@@ -234,7 +242,7 @@ def apply_torch_flags(deterministic: bool | str | None, benchmark: bool | None) 
         torch.backends.cudnn.benchmark = benchmark
 
 
-def _as_list(items: Any, exclude: tuple[type, ...]) -> list[Any]:
+def _as_list(items: object, exclude: tuple[type, ...]) -> list[Any]:
     """One object or any sequence of them (a list, a tuple, Hydra's ListConfig) as a list."""
     if items is None:
         return []
@@ -243,7 +251,8 @@ def _as_list(items: Any, exclude: tuple[type, ...]) -> list[Any]:
     return list(items)
 
 
-def build_loggers(logger: Any, root: str) -> list[Logger]:
+def build_loggers(logger: object, root: str) -> list[Logger]:
+    """The run's loggers: True (TensorBoard + CSV), False/None, or Logger instances (checked)."""
     if logger is True:
         from trainkit.loggers import CSVLogger, TensorBoardLogger
 
@@ -262,7 +271,11 @@ def build_loggers(logger: Any, root: str) -> list[Logger]:
     return loggers
 
 
-def build_callbacks(callbacks: Any, features: Features, max_time: Any = None) -> list[Callback]:
+def build_callbacks(
+    callbacks: object,
+    features: Features,
+    max_time: str | dict[str, int] | timedelta | None = None,
+) -> list[Callback]:
     """The user's callbacks plus the defaults the features ask for (progress bar,
     checkpointing, model summary, a Timer for ``max_time``), in running order."""
     from trainkit import callbacks as builtin
@@ -300,7 +313,9 @@ STAGE_DATA = {"fit": "train", "validate": "val", "test": "test", "predict": "pre
 STAGE_STEP = {"validate": "validation_step", "test": "test_step", "predict": "predict_step"}
 
 
-def datamodule_given_as_loaders(datamodule: Any, loaders: tuple) -> tuple[Any, tuple]:
+def datamodule_given_as_loaders(
+    datamodule: DataModule | None, loaders: tuple
+) -> tuple[DataModule | None, tuple]:
     """Lightning's ``fit(model, dm)``: a DataModule passed where the loaders go is the
     datamodule (``datamodule`` and ``loaders`` returned, the DataModule moved over)."""
     from trainkit.datamodule import DataModule
@@ -314,7 +329,9 @@ def datamodule_given_as_loaders(datamodule: Any, loaders: tuple) -> tuple[Any, t
     return datamodule, loaders
 
 
-def check_stage_inputs(stage: str, model: Any, datamodule: Any, loaders: Any) -> None:
+def check_stage_inputs(
+    stage: str, model: TrainModule | None, datamodule: DataModule | None, loaders: object
+) -> None:
     """Before any rank starts: a model that can run ``stage`` (its step method) and data for
     it (dataloaders given, a DataModule, or the model's own ``*_dataloader``)."""
     from torch import nn

@@ -5,15 +5,33 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from trainkit.distributed.restarts import restart_checkpoint
 from trainkit.distributed.signals import hold_stop_signals
 from trainkit.distributed.slurm import requeue_after_preemption, requeue_signal
 
+if TYPE_CHECKING:
+    from trainkit.strategies import Strategy
+
+
+class ScheduledFit(Protocol):
+    """What a fit under a scheduler reads of the Trainer (its Lightning-named read-outs)."""
+
+    default_root_dir: str
+
+    @property
+    def strategy(self) -> Strategy: ...
+    @property
+    def world_size(self) -> int: ...
+    @property
+    def is_global_zero(self) -> bool: ...
+    @property
+    def preempted(self) -> str | None: ...
+
 
 @contextlib.contextmanager
-def fit_under_scheduler(trainer: Any, ckpt_path: str | None) -> Iterator[str | None]:
+def fit_under_scheduler(trainer: ScheduledFit, ckpt_path: str | None) -> Iterator[str | None]:
     """Around ``fit``: a stop signal before the loop watches is kept for its first safe point;
     a restarted job (max_restarts, torchrun, SLURM requeue) resumes from last.ckpt; after a
     preemption, rank 0 of a SLURM batch job requeues it. Yields the checkpoint to start from."""

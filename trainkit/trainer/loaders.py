@@ -10,7 +10,7 @@ from trainkit.strategies import Strategy
 
 
 def prepare_loaders(
-    given: Any,
+    given: object,
     kind: str,
     strategy: Strategy,
     use_distributed_sampler: bool,

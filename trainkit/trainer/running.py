@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from trainkit.checkpoint import state as checkpoint_state
+from trainkit.datamodule import DataModule
 from trainkit.distributed import rank_board
 from trainkit.errors import MisconfigurationError
 from trainkit.loops.evaluation import EvalLoop
@@ -69,7 +70,12 @@ class StageRunner:
         self.strategy.barrier()
 
     def run(
-        self, stage: str, model: TrainModule, datamodule: Any, ckpt_path: str | None, loaders: tuple
+        self,
+        stage: str,
+        model: TrainModule,
+        datamodule: DataModule | None,
+        ckpt_path: str | None,
+        loaders: tuple,
     ) -> Any:
         """Run ``stage`` ('fit', 'validate', 'test', 'predict') with ``loaders`` (the stage
         method's loader arguments); returns what the stage method returns."""
@@ -98,7 +104,7 @@ class StageRunner:
         strategy: Strategy,
         stage: str,
         model: TrainModule,
-        datamodule: Any,
+        datamodule: DataModule | None,
         ckpt_path: str | None,
         loaders: tuple,
     ) -> dict[str, Any]:
@@ -132,7 +138,7 @@ class StageRunner:
             print(f"trainkit: loaded {path}; {what}", flush=True)
         return path
 
-    def _fit(self, ckpt_path: str | None, train_loaders: Any, val_loaders: Any) -> None:
+    def _fit(self, ckpt_path: str | None, train_loaders: object, val_loaders: object) -> None:
         state, settings, started = self.state, self.settings, time.perf_counter()
         setup_fit(state, self._loaders("train", train_loaders), self._loaders("val", val_loaders))
         effective = self.effective_batch_size
@@ -174,7 +180,7 @@ class StageRunner:
             callback.last_model_path = path
 
     def _evaluate(
-        self, stage: str, ckpt_path: str | None, dataloaders: Any, verbose: bool
+        self, stage: str, ckpt_path: str | None, dataloaders: object, verbose: bool
     ) -> list[dict[str, float]]:
         kind = "val" if stage == "validate" else "test"
         loaders = self._evaluation_loaders(stage, kind, dataloaders, ckpt_path)
@@ -189,14 +195,14 @@ class StageRunner:
             print_metrics(stage, as_floats)
         return as_floats
 
-    def _predict(self, ckpt_path: str | None, dataloaders: Any) -> list[Any]:
+    def _predict(self, ckpt_path: str | None, dataloaders: object) -> list[Any]:
         loaders = self._evaluation_loaders("predict", "predict", dataloaders, ckpt_path)
         limit = self.state.limits.limit_predict_batches
         outputs = PredictLoop(self.state).run(loaders, limit)
         return outputs[0] if len(outputs) == 1 else outputs
 
     def _evaluation_loaders(
-        self, stage: str, kind: str, given: Any, ckpt_path: str | None
+        self, stage: str, kind: str, given: object, ckpt_path: str | None
     ) -> list[Any]:
         """The loaders of validate/test/predict, with the module on its device and weights loaded."""
         loaders = self._loaders(kind, given)
@@ -208,7 +214,7 @@ class StageRunner:
         self._restore(ckpt_path, full=False)
         return loaders
 
-    def _loaders(self, kind: str, given: Any) -> list[Any]:
+    def _loaders(self, kind: str, given: object) -> list[Any]:
         """The stage's loaders (given, else from the datamodule or module), ready for the strategy."""
         if given is None:
             datamodule = self.state.datamodule

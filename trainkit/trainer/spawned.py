@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainkit.datamodule import DataModule
 from trainkit.loops.state import RunState
 from trainkit.module import TrainModule
 
 
-def rank_result(state: RunState, output: Any) -> dict[str, Any]:
+def rank_result(state: RunState, output: object) -> dict[str, Any]:
     """The caller's share of a finished stage: weights, position, metrics, log folder, output."""
     return {
         "state_dict": {k: v.detach().cpu() for k, v in state.module.state_dict().items()},
@@ -24,7 +25,7 @@ def rank_result(state: RunState, output: Any) -> dict[str, Any]:
 
 
 def adopt_rank_result(
-    state: RunState, result: dict[str, Any], model: TrainModule, datamodule: Any
+    state: RunState, result: dict[str, Any], model: TrainModule, datamodule: DataModule | None
 ) -> None:
     """Put rank 0's result into the caller's run state and ``model``."""
     model.load_state_dict(result["state_dict"])

@@ -9,6 +9,7 @@ import torch
 
 from trainkit.callbacks.base import Callback
 from trainkit.compiling import compile_forward, restore_forward
+from trainkit.datamodule import DataModule
 from trainkit.distributed.rank_board import RankBoard
 from trainkit.errors import MisconfigurationError
 from trainkit.loggers.base import Logger, next_version
@@ -73,7 +74,7 @@ def setup_run(
     owner: object,
     stage: str,
     model: TrainModule,
-    datamodule: Any,
+    datamodule: DataModule | None,
     evaluated: str | None = None,
 ) -> None:
     """Join the process group, agree on the log folder, then run prepare_data/setup hooks;

@@ -11,6 +11,7 @@ from typing import Any
 
 from trainkit.callbacks.base import Callback
 from trainkit.compiling import compile_options, uncompiled
+from trainkit.datamodule import DataModule
 from trainkit.devices import resolve_devices
 from trainkit.distributed.env import detect_environment
 from trainkit.distributed.launchers.spawn import SpawnLauncher, check_picklable
@@ -230,9 +231,9 @@ class Trainer:
     def fit(
         self,
         model: TrainModule,
-        train_dataloaders: Any = None,
-        val_dataloaders: Any = None,
-        datamodule: Any = None,
+        train_dataloaders: object = None,
+        val_dataloaders: object = None,
+        datamodule: DataModule | None = None,
         ckpt_path: str | None = None,
     ) -> None:
         """Train ``model``; ``ckpt_path`` ('last', 'best' or a path) resumes a previous run."""
@@ -242,9 +243,9 @@ class Trainer:
     def validate(
         self,
         model: TrainModule | None = None,
-        dataloaders: Any = None,
+        dataloaders: object = None,
         ckpt_path: str | None = None,
-        datamodule: Any = None,
+        datamodule: DataModule | None = None,
         verbose: bool = True,
     ) -> list[dict[str, float]]:
         """Run the validation loop once; returns one metrics dict per dataloader."""
@@ -253,9 +254,9 @@ class Trainer:
     def test(
         self,
         model: TrainModule | None = None,
-        dataloaders: Any = None,
+        dataloaders: object = None,
         ckpt_path: str | None = None,
-        datamodule: Any = None,
+        datamodule: DataModule | None = None,
         verbose: bool = True,
     ) -> list[dict[str, float]]:
         """Run the test loop once; returns one metrics dict per dataloader."""
@@ -264,8 +265,8 @@ class Trainer:
     def predict(
         self,
         model: TrainModule | None = None,
-        dataloaders: Any = None,
-        datamodule: Any = None,
+        dataloaders: object = None,
+        datamodule: DataModule | None = None,
         ckpt_path: str | None = None,
     ) -> list[Any]:
         """Run ``predict_step`` over the predict loader(s); returns the outputs per batch."""
@@ -300,7 +301,7 @@ class Trainer:
         self,
         stage: str,
         model: TrainModule | None,
-        datamodule: Any,
+        datamodule: DataModule | None,
         ckpt_path: str | None,
         loaders: tuple,
     ) -> Any:

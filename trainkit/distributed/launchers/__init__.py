@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 
 class Launcher(Protocol):
-    def launch(self, fn: Callable[..., Any], *args: Any) -> Any:
+    def launch(self, fn: Callable[..., Any], *args: object) -> Any:
         """Run ``fn`` on every rank and return rank 0's result, or never return where this
         process only watches the ranks (``NoReturn`` is a valid result type for that)."""
         ...

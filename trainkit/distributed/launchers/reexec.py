@@ -18,7 +18,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from types import FrameType
+from typing import Any, NoReturn, Protocol
 
 from trainkit.distributed.env import NodePlacement
 from trainkit.distributed.error_file import (
@@ -107,6 +108,15 @@ def stop_grace() -> float:
     return grace
 
 
+class RankCounts(Protocol):
+    """What the launcher reads of the strategy it starts ranks for (``Strategy``'s members)."""
+
+    @property
+    def processes_per_node(self) -> int: ...
+    @property
+    def num_nodes(self) -> int: ...
+
+
 class ReexecLauncher:
     """Re-runs this process's command once per local rank and watches them. The launching
     process is a pure watcher: ``launch`` never returns, it exits with the job's code (``fn``
@@ -114,18 +124,18 @@ class ReexecLauncher:
     A failed job starts again, every rank from the newest checkpoint, up to ``max_restarts``
     times."""
 
-    def __init__(self, strategy: Any, node: NodePlacement, max_restarts: int = 0) -> None:
+    def __init__(self, strategy: RankCounts, node: NodePlacement, max_restarts: int = 0) -> None:
         self.strategy = strategy
         self.node = node  # checked when the strategy chose this launcher
         self.max_restarts = max_restarts
 
-    def launch(self, fn: Callable[..., Any] | None = None, *args: Any) -> NoReturn:
+    def launch(self, fn: Callable[..., Any] | None = None, *args: object) -> NoReturn:
         """Never returns: this process only watches the ranks it starts and ends with the
         job's exit code; ``fn`` runs in the re-executed ranks when they reach the same call."""
         raise SystemExit(launch_ranks(self.strategy, self.node, self.max_restarts))
 
 
-def launch_ranks(strategy: Any, node: NodePlacement, max_restarts: int = 0) -> int:
+def launch_ranks(strategy: RankCounts, node: NodePlacement, max_restarts: int = 0) -> int:
     """Run every local rank of this node (again after a failure, while restarts are left);
     return the job's exit code."""
     node_rank, address, env_port = node
@@ -244,7 +254,7 @@ class RankGroup:
         """Whether a stop signal reached the launcher during this attempt."""
         return self._signalled is not None
 
-    def _on_signal(self, signum: int, frame: Any) -> None:
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         """First stop signal: pass it to every rank (they save and exit); a second one, a
         moment later, kills them all at once."""
         now = time.monotonic()

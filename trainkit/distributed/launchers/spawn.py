@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def unpicklable_path(
-    obj: Any, path: str, seen: set[int] | None = None, depth: int = 0
+    obj: object, path: str, seen: set[int] | None = None, depth: int = 0
 ) -> str | None:
     """The attribute path of the first value in ``obj`` that cannot be pickled, or None."""
     seen = set() if seen is None else seen
@@ -33,7 +33,7 @@ def unpicklable_path(
         return None
     except Exception:
         pass
-    children: list[tuple[str, Any]] = []
+    children: list[tuple[str, object]] = []
     if isinstance(obj, dict):
         children = [(f"{path}[{k!r}]", v) for k, v in obj.items()]
     elif isinstance(obj, list | tuple):
@@ -50,7 +50,7 @@ def unpicklable_path(
     return f"{path}: {type(obj).__module__}.{type(obj).__qualname__}"
 
 
-def check_picklable(items: dict[str, Any]) -> None:
+def check_picklable(items: dict[str, object]) -> None:
     for name, obj in items.items():
         found = unpicklable_path(obj, name)
         if found is not None:
@@ -71,7 +71,7 @@ class SpawnLauncher:
         self.start_method = start_method
         self.node = node  # checked when the strategy chose this launcher
 
-    def launch(self, fn: Callable[..., Any], *args: Any) -> Any:
+    def launch(self, fn: Callable[..., Any], *args: object) -> Any:
         import torch
         import torch.multiprocessing as mp
 
@@ -102,7 +102,7 @@ def _run_rank(
     local_rank: int,
     strategy: Strategy,
     fn: Callable[..., Any],
-    args: tuple[Any, ...],
+    args: tuple[object, ...],
     world: World,
     result: str,
 ) -> None:
