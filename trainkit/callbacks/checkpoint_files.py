@@ -12,9 +12,9 @@ from typing import Any
 
 import torch
 
-from trainkit.callbacks.base import Checkpoint
 from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.errors import ConfigError, MisconfigurationError
+from trainkit.loggers.base import SavedCheckpoints
 from trainkit.metrics import closest_key_hint
 
 _FIELD = re.compile(r"\{([A-Za-z_][\w/.-]*)(:[^}]*)?\}")
@@ -84,7 +84,7 @@ def inside(folder: str, path: str) -> bool:
     return Path(folder).absolute() in Path(path).absolute().parents
 
 
-def notify_loggers(trainer: TrainerView, callback: Checkpoint) -> None:
+def notify_loggers(trainer: TrainerView, callback: SavedCheckpoints) -> None:
     """Lightning's ``logger.after_save_checkpoint(callback)``, on global rank 0, for loggers
     that define it (e.g. to upload the new checkpoint)."""
     if not trainer.is_global_zero:
