@@ -121,3 +121,23 @@ def test_batchnorm_under_ddp_warns_and_sync_batchnorm_converts():
         strategy_for(sync_batchnorm=False).setup_module(model)
     converted = strategy_for(sync_batchnorm=True).setup_module(model)
     assert isinstance(converted.module[1], torch.nn.SyncBatchNorm)
+
+
+def test_the_table_shows_the_configured_lr_and_where_a_scheduler_starts(make_trainer):
+    """OneCycleLR moves the groups' lr to max_lr / div_factor when it is built: the table said
+    'configured lr 0.00012' for a config of 0.003; it now shows both."""
+
+    class OneCycle(Regression):
+        def configure_optimizers(self):
+            opt = torch.optim.SGD(self.parameters(), lr=0.003)
+            cycle = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.003, total_steps=100)
+            return {"optimizer": opt, "lr_scheduler": cycle}
+
+    trainer = make_trainer(max_epochs=1)
+    trainer.fit(OneCycle(), regression_loader(batch_size=8))
+    rows = dict(trainer.run_summary.rows())
+    assert rows["configured lr"] == "0.003" and rows["final lr"] == "0.003"
+    assert rows["lr at the first step"] == "0.00012"  # 0.003 / 25, OneCycleLR's start
+    trainer = make_trainer(max_epochs=1)
+    trainer.fit(Regression(lr=0.05), regression_loader(batch_size=8))
+    assert "lr at the first step" not in dict(trainer.run_summary.rows())  # starts where set

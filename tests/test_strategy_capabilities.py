@@ -144,3 +144,22 @@ def test_an_interactive_session_forks_a_ddp_spawn_twin_with_the_same_settings(mo
     assert launcher.strategy.options == ddp.options
     with pytest.raises(ConfigError, match="max_restarts"):
         ddp.launcher(max_restarts=1)
+
+
+def test_restarts_under_an_external_launcher_are_said_to_be_that_launchers(capsys):
+    """Said once, by rank 0; trainkit's own ranks (which carry max_restarts too) say nothing."""
+    torchrun = ClusterEnvironment("torchrun", world_size=2, local_world_size=2)
+    assert placed("ddp", cluster=torchrun).launcher(max_restarts=2) is None
+    assert capsys.readouterr().err == (
+        "trainkit: max_restarts 2 is not used under torchrun, which started the ranks: torchrun "
+        "restarts them (torchrun --max-restarts N); a restarted job resumes from last.ckpt by "
+        "itself\n"
+    )
+    rank_1 = ClusterEnvironment(
+        "mpi", world_size=2, global_rank=1, local_rank=1, local_world_size=2
+    )
+    own = ClusterEnvironment("trainkit", world_size=2, local_world_size=2)
+    for cluster in (rank_1, own):
+        assert placed("ddp", cluster=cluster).launcher(max_restarts=2) is None
+    assert placed("single", ONE_CPU, cluster=torchrun).launcher(max_restarts=0) is None
+    assert capsys.readouterr().err == ""

@@ -107,6 +107,7 @@ class RunSummary:
     seed: str
     log_dir: str
     processes_per_node: int = 1
+    start_lr: float | None = None  # where a scheduler starts the rate, if not at final_lr
     resumed_from: str | None = None
     resumed_at: str | None = None  # "epoch E, step S"
 
@@ -134,6 +135,7 @@ class RunSummary:
             ("configured lr", fmt(self.configured_lr)),
             ("lr scaling", rule),
             ("final lr", fmt(self.final_lr)),
+            *([("lr at the first step", fmt(self.start_lr))] if self.starts_elsewhere else []),
             ("samples per epoch", fmt(self.samples_per_epoch)),
             ("optimizer steps per epoch", fmt(self.steps_per_epoch)),
             ("total optimizer steps", fmt(self.total_steps)),
@@ -142,6 +144,13 @@ class RunSummary:
             ("seed", self.seed),
             ("log dir", self.log_dir),
         ]
+
+    @property
+    def starts_elsewhere(self) -> bool:
+        """Whether a scheduler starts the rate away from the final lr (warm-up, one-cycle)."""
+        if self.start_lr is None or self.final_lr is None:
+            return False
+        return not math.isclose(self.start_lr, self.final_lr, rel_tol=1e-6)
 
     def as_hparams(self) -> dict[str, Any]:
         return {f"run/{name.replace(' ', '_')}": value for name, value in self.rows()}

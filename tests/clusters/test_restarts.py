@@ -66,3 +66,22 @@ def test_torchrun_max_restarts_resume_from_last(tmp_path, straight_run, no_lefto
     assert done.returncode == 0, done.stdout
     assert "trainkit: restart 1 (torchrun --max-restarts): resuming from" in done.stdout
     assert_same_weights(straight_run(2), checkpoints(tmp_path / "run")["last.ckpt"])
+
+
+@pytest.mark.slurm
+def test_max_restarts_under_srun_with_a_task_per_rank_is_said_to_be_slurms(
+    slurm, tmp_path, no_leftovers
+):
+    """srun started the ranks: trainkit restarts nothing there, and says so once at start-up
+    (before, the setting was ignored without a word)."""
+    config = cluster_config(tmp_path)
+    command = trainkit_command(config, tmp_path / "run", "--trainer.max_restarts", "2")
+    done = launch(["srun", "-n", "2", *command], tmp_path, slurm.env)
+    assert done.returncode == 0, done.stdout
+    said = [line for line in done.stdout.splitlines() if "max_restarts 2 is not used" in line]
+    assert said == [
+        "trainkit: max_restarts 2 is not used under slurm, which started the ranks: SLURM does "
+        "(sbatch --requeue), or start one task per node (srun --ntasks-per-node=1) and trainkit "
+        "starts that node's ranks and restarts them; a restarted job resumes from last.ckpt by "
+        "itself"
+    ], done.stdout

@@ -29,6 +29,29 @@ def check_max_restarts(value: object) -> int:
     return value
 
 
+# who restarts the ranks when an external launcher started them, and how
+RESTARTS_OF = {
+    "torchrun": "torchrun restarts them (torchrun --max-restarts N)",
+    "slurm": "SLURM does (sbatch --requeue), or start one task per node "
+    "(srun --ntasks-per-node=1) and trainkit starts that node's ranks and restarts them",
+    "mpi": "mpirun has none: run the job again (fit resumes with --ckpt_path last)",
+}
+
+
+def say_restarts_are_the_launchers(launcher: str, max_restarts: int, is_global_zero: bool) -> None:
+    """``max_restarts`` under torchrun, srun (a task per rank) or mpirun, which started the
+    ranks: trainkit restarts nothing there; said once, on rank 0, instead of silently."""
+    who = RESTARTS_OF.get(launcher)
+    if not max_restarts or who is None or not is_global_zero:
+        return
+    print(
+        f"trainkit: max_restarts {max_restarts} is not used under {launcher}, which started the "
+        f"ranks: {who}; a restarted job resumes from last.ckpt by itself",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def restart_count() -> tuple[int, str]:
     """How often this job was restarted and by whom (trainkit's launcher, torchrun, a SLURM
     requeue); ``(0, "")`` on a first run."""

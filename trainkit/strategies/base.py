@@ -167,8 +167,12 @@ class Strategy:
         ``max_restarts`` the re-executing launcher watches it and starts it again on failure
         (from a script or the trainkit command; an interactive session cannot be re-run)."""
         from trainkit.distributed.launchers.reexec import ReexecLauncher, can_reexecute
+        from trainkit.distributed.restarts import say_restarts_are_the_launchers
 
-        if self.cluster.external or not max_restarts or not can_reexecute():
+        if self.cluster.external:  # torchrun, SLURM, MPI started the ranks (and restart them)
+            say_restarts_are_the_launchers(self.cluster.name, max_restarts, self.is_global_zero)
+            return None
+        if not max_restarts or not can_reexecute():
             return None
         return ReexecLauncher(self, self.node_placement(), max_restarts)
 

@@ -130,9 +130,7 @@ class ParallelStrategy(Strategy):
     def launcher(self, max_restarts: int = 0) -> Launcher | None:
         """None under an external launcher (torchrun, SLURM, MPI start the ranks and restart
         them) or for a world of one; else the launcher that starts this node's ranks."""
-        if self.cluster.external:
-            return None
-        if self.world_size <= 1:
+        if self.cluster.external or self.world_size <= 1:
             return super().launcher(max_restarts)
         return self.rank_launcher(max_restarts)
 

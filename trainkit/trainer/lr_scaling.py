@@ -10,13 +10,16 @@ from trainkit.scaling import lr_factor, scale_learning_rates
 
 @dataclass(frozen=True)
 class LRScaling:
-    """What ``scale_lr_for_batch`` did: the rule, the first parameter group's LR before and
-    after (None without optimizers), and the factor applied."""
+    """What ``scale_lr_for_batch`` did: the rule, the configured LR of the first optimizer (its
+    constructor's ``lr``) before and after the factor, and the rate its first parameter group
+    starts at (a scheduler's start, e.g. OneCycleLR's max_lr / div_factor); None without
+    optimizers."""
 
     rule: str
     configured: float | None
     factor: float
     final: float | None
+    start: float | None = None
 
 
 def scale_lr_for_batch(
@@ -24,8 +27,11 @@ def scale_lr_for_batch(
 ) -> LRScaling:
     """Apply ``rule`` ('none', 'linear', 'sqrt') to the built optimizers and schedulers of
     ``state`` for the effective batch ``effective`` (None when the loader has no batch_size)."""
-    first_group = state.optimizers[0].param_groups[0] if state.optimizers else None
-    configured = first_group["lr"] if first_group else None
+    optimizer = state.optimizers[0] if state.optimizers else None
+    first_group = optimizer.param_groups[0] if optimizer is not None else None
+    # what the config says: a scheduler built with the optimizer already moved the groups' lr
+    given = optimizer.defaults.get("lr") if optimizer is not None else None
+    configured = given if isinstance(given, int | float) else (first_group or {}).get("lr")
     factor = 1.0
     if rule != "none":
         if effective is None:
@@ -36,5 +42,6 @@ def scale_lr_for_batch(
         scale_learning_rates(
             state.optimizers, [c.scheduler for c in state.lr_scheduler_configs], factor
         )
-    final = first_group["lr"] if first_group else None
-    return LRScaling(rule=rule, configured=configured, factor=factor, final=final)
+    final = configured * factor if configured is not None else None
+    start = first_group["lr"] if first_group else None
+    return LRScaling(rule=rule, configured=configured, factor=factor, final=final, start=start)

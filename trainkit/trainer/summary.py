@@ -53,6 +53,7 @@ def describe_run(
         lr_rule=lr.rule,
         lr_factor=lr.factor,
         final_lr=lr.final,
+        start_lr=lr.start,
         samples_per_epoch=samples,
         steps_per_epoch=limits.steps_per_epoch(batches),
         total_steps=limits.total_steps(batches),
