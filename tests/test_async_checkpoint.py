@@ -313,3 +313,55 @@ def test_the_config_switch_and_bad_plugins(tmp_path):
         Trainer(plugins="fast_please", default_root_dir=str(tmp_path))
     with pytest.raises(ConfigError, match="keep one CheckpointIO"):
         Trainer(plugins=[AsyncCheckpointIO(), TorchCheckpointIO()], default_root_dir=str(tmp_path))
+
+
+class HeldIO(TorchCheckpointIO):
+    """Each write is held until someone waits for it or removes a file (whichever comes first),
+    so the order of 'end' and 'remove' shows which of the two the caller did."""
+
+    def __init__(self) -> None:
+        self.go = threading.Event()
+        self.events: list[str] = []
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
+        assert self.go.wait(DEADLINE), "nobody waited for the save nor removed a file"
+        self.go.clear()
+        super().save_checkpoint(checkpoint, path, storage_options)
+        self.events.append(f"end {Path(path).name}")
+
+
+class WaitedAsyncIO(AsyncCheckpointIO):
+    def wait(self) -> None:
+        self.checkpoint_io.go.set()  # whoever waits releases the held write
+        super().wait()
+
+
+def test_a_replaced_top_k_file_is_removed_only_once_its_successor_is_on_disk(tmp_path, monkeypatch):
+    """Before, ModelCheckpoint unlinked the replaced best file while the new one was still
+    being written in the background: a kill then left no best checkpoint at all."""
+    io = HeldIO()
+    unlink = Path.unlink
+
+    def recorded_unlink(self, missing_ok=False):
+        if self.suffix == ".ckpt" and self.name.startswith("step="):
+            io.events.append(f"remove {self.name}")
+            io.go.set()
+        unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", recorded_unlink)
+    best = ModelCheckpoint(
+        dirpath=str(tmp_path / "ckpt"),
+        filename="{step}",
+        monitor="step",
+        mode="max",
+        every_n_train_steps=4,
+        save_top_k=1,
+    )
+    fit(tmp_path, [WaitedAsyncIO(io)], [best], checkpointing=False)
+    events = io.events
+    removals = [index for index, event in enumerate(events) if event.startswith("remove ")]
+    assert removals, events  # top-k files were replaced
+    for index in removals:  # each removal came after its successor's write had ended
+        removed = int(events[index].removeprefix("remove step=").removesuffix(".ckpt"))
+        later = [e for e in events[:index] if e.startswith("end step=")]
+        assert any(int(e.split("=")[1].removesuffix(".ckpt")) > removed for e in later), events

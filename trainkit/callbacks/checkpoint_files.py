@@ -53,9 +53,12 @@ def exists_on_rank_zero(trainer: TrainerView, path: str) -> bool:
 
 
 def remove_checkpoint(trainer: TrainerView, path: str) -> None:
-    """Delete a checkpoint file (or sharded checkpoint folder) on global rank 0."""
+    """Delete a checkpoint file (or sharded checkpoint folder) on global rank 0, once the save
+    in flight is on disk: with AsyncCheckpointIO the file replacing it may still be being
+    written, and a kill between the two would leave neither."""
     if not trainer.is_global_zero:
         return
+    wait_for_saves(trainer)
     target = Path(path)
     if target.is_dir() and not target.is_symlink():
         shutil.rmtree(target)
