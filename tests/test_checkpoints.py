@@ -119,3 +119,16 @@ def test_validate_and_test_load_best_and_last(tmp_path):
     assert last[0]["test_loss"] > 0 and best[0]["val_loss"] > 0
     with pytest.raises(FileNotFoundError, match="does not exist"):
         fresh.test(Noisy(), regression_loader(), ckpt_path=str(tmp_path / "nope.ckpt"))
+
+
+def test_a_flipped_byte_in_the_weights_is_refused_naming_the_entry(tmp_path):
+    """torch.load reads such a file without a word: trainkit checks the zip's CRC-32 first."""
+    path = tmp_path / "flipped.ckpt"
+    torch.save({"state_dict": {"w": torch.randn(256, 256)}}, path)
+    blob = bytearray(path.read_bytes())
+    blob[len(blob) // 2] ^= 0xFF  # inside the tensor's bytes
+    path.write_bytes(bytes(blob))
+    with pytest.raises(CheckpointError, match=r"is damaged: its entry '[^']*data/0' does not"):
+        load_checkpoint(path)
+    with pytest.raises(CheckpointError, match="is damaged"):
+        load_checkpoint(path, mmap=True)  # the pre-flight read checks too

@@ -57,6 +57,9 @@ def write_inputs(folder: Path, last: Path) -> None:
     (folder / "garbage.ckpt").write_bytes(os.urandom(4096))
     blob = last.read_bytes()
     (folder / "truncated.ckpt").write_bytes(blob[: len(blob) // 2])
+    flipped = bytearray(blob)
+    flipped[len(blob) // 2] ^= 0xFF  # one bit pattern inside the weights: torch loads it as is
+    (folder / "flipped.ckpt").write_bytes(bytes(flipped))
     torch.save({"state_dict": {}, "thing": Path("/x")}, folder / "pickled.ckpt")
     full = torch.load(last, weights_only=True)
     torch.save({"state_dict": full["state_dict"]}, folder / "weights_only.ckpt")
@@ -120,6 +123,11 @@ CASES: dict[str, tuple[list[str], dict[str, str], str]] = {
     ),
     "random bytes as checkpoint": ([*FIT, "--ckpt_path", "garbage.ckpt"], {}, "corrupted"),
     "truncated checkpoint": ([*FIT, "--ckpt_path", "truncated.ckpt"], {}, "truncated"),
+    "checkpoint with a flipped byte": (
+        ["validate", "-c", CONFIG, "--ckpt_path", "flipped.ckpt"],
+        {},
+        "checkpoint 'flipped.ckpt' is damaged: its entry",
+    ),
     "empty checkpoint": (["validate", "-c", CONFIG, "--ckpt_path", "empty.ckpt"], {}, "truncated"),
     "pickled objects in a checkpoint": (
         ["test", "-c", CONFIG, "--ckpt_path", "pickled.ckpt"],

@@ -59,8 +59,9 @@ def load_checkpoint(
     weights_only: bool = True,
     mmap: bool = False,
 ) -> dict[str, Any]:
-    """Read a checkpoint; ``weights_only=True`` refuses pickled code unless you opt out;
-    ``mmap`` maps tensors instead of reading them (a cheap integrity check)."""
+    """Read a checkpoint, after checking every entry's CRC-32; ``weights_only=True`` refuses
+    pickled code unless you opt out; ``mmap`` maps the tensors instead of reading them (the
+    checksums are still read: the pre-flight check uses it)."""
     path = Path(path)
     if path.is_dir():
         if not (path / SHARDED_META).is_file():
@@ -85,7 +86,28 @@ def require_state_dict(checkpoint: object, path: str | os.PathLike) -> None:
         )
 
 
+def check_integrity(path: Path) -> None:
+    """A torch zip checkpoint's entries must match their CRC-32 (torch itself does not check:
+    a flipped byte in a tensor loads silently); a damaged file is a one-line CheckpointError."""
+    import zipfile
+
+    if not zipfile.is_zipfile(path):
+        return  # an old non-zip format, or not a checkpoint at all: torch.load says which
+    try:
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+    except Exception as err:  # any way the archive fails to read back is damage too
+        damaged = f"({type(err).__name__}: {str(err)[:80]})"
+    if damaged is not None:
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} is damaged: its entry {damaged!r} does not match the "
+            "checksum written with it; expected the bytes trainkit wrote; the file changed on "
+            "disk or in a copy: use an earlier checkpoint (or copy it again)"
+        )
+
+
 def _read(path: Path, map_location: MAP_LOCATION, weights_only: bool, mmap: bool = False) -> Any:
+    check_integrity(path)  # also for mmap (the pre-flight check): a damaged file fails first
     try:
         return torch.load(path, map_location=map_location, weights_only=weights_only, mmap=mmap)
     except Exception as err:
