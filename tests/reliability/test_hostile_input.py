@@ -71,7 +71,7 @@ def write_inputs(folder: Path, last: Path) -> None:
 FIT = ["fit", "-c", CONFIG]
 CASES: dict[str, tuple[list[str], dict[str, str], str]] = {
     # config files
-    "yaml bomb": (["fit", "-c", "bomb.yaml"], {}, "YAML node expansion exceeds"),
+    "yaml bomb": (["fit", "-c", "bomb.yaml"], {}, "values once its YAML aliases are expanded"),
     "huge anchors": (["fit", "-c", "anchor.yaml"], {}, "YAML aliases expand the document"),
     "non-UTF-8 config": (["fit", "-c", "latin1.yaml"], {}, "'latin1.yaml' is not UTF-8"),
     "binary config": (["fit", "-c", "binary.yaml"], {}, "is not UTF-8"),
@@ -273,3 +273,89 @@ def test_a_bad_stop_grace_is_named_before_any_rank_starts(run_cli):
     assert result.stderr.strip().splitlines() == [
         "trainkit: error: TRAINKIT_STOP_GRACE '-1'; expected seconds > 0; unset it for 120"
     ]
+
+
+def alias_bomb() -> str:
+    """Nine levels of nine aliases each: 9**9 values once expanded, 300 bytes written."""
+    levels = [f"a: &a [{', '.join(['x'] * 9)}]"]
+    levels += [f"{c}: &{c} [{', '.join(['*' + p] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi")]
+    return "{" + ", ".join(levels) + "}"
+
+
+def interpolation_bomb(folder: Path) -> str:
+    """Ten references per level, nine levels: 10**10 characters from a 700-byte file."""
+    references = [f"${{s{i - 1}}}" * 10 for i in range(1, 10)]  # level i: ten of level i-1
+    lines = ['s0: "xxxxxxxxxx"'] + [f's{i}: "{text}"' for i, text in enumerate(references, 1)]
+    (folder / "interp.yaml").write_text(
+        "\n".join(lines) + "\ntrainer:\n  default_root_dir: ${s9}\n"
+    )
+    return "interp.yaml"
+
+
+def deep_file(folder: Path) -> str:
+    (folder / "deep.yaml").write_text("model: " + "[" * 1000 + "]" * 1000 + "\n")
+    return "deep.yaml"
+
+
+BOMBS = {
+    "an alias bomb in an option value": (
+        lambda folder: [*FIT, "--trainer.callbacks", alias_bomb()],
+        "--trainer.callbacks: values once its YAML aliases are expanded ",
+    ),
+    "an interpolation bomb in a file": (
+        lambda folder: ["fit", "-c", interpolation_bomb(folder)],
+        "config file 'interp.yaml': 's",
+    ),
+    "50000 levels of brackets in a value": (
+        lambda folder: [*FIT, "--trainer.callbacks", "[" * 50000],
+        "--trainer.callbacks: nesting depth 50001; expected at most 64 levels",
+    ),
+    "1000 levels of brackets in a file": (
+        lambda folder: ["fit", "-c", deep_file(folder)],
+        "config file 'deep.yaml': nesting depth 1001",
+    ),
+}
+
+
+def limit_memory() -> None:
+    """3 GiB of address space: torch's import fits; a bomb that expanded would not (12-17 GB)."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("bomb", list(BOMBS))
+def test_config_bombs_end_in_one_line_in_bounded_memory(bomb, tmp_path):
+    """Before: 12 GB for the alias bomb, killed at 17 GB for the interpolation one, a segfault
+    (exit 139, no output) for deep brackets, a 100-line RecursionError at depth 1000."""
+    import subprocess
+
+    make_args, named = BOMBS[bomb]
+    result = subprocess.run(
+        [sys.executable, "-m", "trainkit", *make_args(tmp_path)],
+        cwd=tmp_path,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=100,
+        preexec_fn=limit_memory,
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith(f"trainkit: error: {named}"), lines
+
+
+def test_each_config_limit_is_a_setting():
+    from trainkit.cli.input_limits import check_text
+
+    os.environ["TRAINKIT_MAX_CONFIG_DEPTH"] = "2"
+    try:
+        with pytest.raises(ValueError, match="nesting depth 3; expected at most 2 levels"):
+            check_text("a:\n  b: [1]\n", "config file 'x.yaml'")
+        os.environ["TRAINKIT_MAX_CONFIG_DEPTH"] = "lots"
+        with pytest.raises(ValueError, match="TRAINKIT_MAX_CONFIG_DEPTH 'lots'"):
+            check_text("a: 1\n", "config file 'x.yaml'")
+    finally:
+        del os.environ["TRAINKIT_MAX_CONFIG_DEPTH"]
+    check_text("a:\n  b: [1, {c: 2}]\n", "config file 'x.yaml'")  # ordinary configs pass
