@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -24,6 +25,31 @@ def wait_for_files(paths, alive, what: str, timeout: float = 120) -> None:
         assert alive(), f"ended before {what}"
         assert time.monotonic() < deadline, f"no {what} after {timeout} s"
         time.sleep(0.05)
+
+
+def training_batch_job(slurm, tmp_path) -> tuple[str, Path]:
+    """An sbatch job (--requeue, 2 tasks, its log appended) whose ranks are training: returns
+    the job id and its log once the third step is done."""
+    started = tmp_path / "started"
+    config = cluster_config(tmp_path, sleep_s=0.1, touch_file=str(started), touch_after_steps=3)
+    script = tmp_path / "job.sh"
+    script.write_text(
+        "#!/bin/bash\n" + command_line(["srun", *trainkit_command(config, tmp_path / "run")]) + "\n"
+    )
+    log = tmp_path / "job.log"
+    job = slurm.submit(
+        "--requeue",
+        "--ntasks=2",
+        "--open-mode=append",
+        "-o",
+        str(log),
+        "-D",
+        str(tmp_path),
+        str(script),
+    )
+    running = lambda: slurm.job_field(job, "JobState") in ("PENDING", "RUNNING")  # noqa: E731
+    wait_for_files([started], running, "training")
+    return job, log
 
 
 def test_usr1_while_the_ranks_start_up_stops_them_gracefully(slurm, tmp_path, no_leftovers):
@@ -59,25 +85,7 @@ def test_usr1_while_the_ranks_start_up_stops_them_gracefully(slurm, tmp_path, no
 def test_a_preempted_batch_job_requeues_itself_and_resumes_exactly(
     slurm, tmp_path, straight_run, no_leftovers
 ):
-    started = tmp_path / "started"
-    config = cluster_config(tmp_path, sleep_s=0.1, touch_file=str(started), touch_after_steps=3)
-    script = tmp_path / "job.sh"
-    script.write_text(
-        "#!/bin/bash\n" + command_line(["srun", *trainkit_command(config, tmp_path / "run")]) + "\n"
-    )
-    log = tmp_path / "job.log"
-    job = slurm.submit(
-        "--requeue",
-        "--ntasks=2",
-        "--open-mode=append",
-        "-o",
-        str(log),
-        "-D",
-        str(tmp_path),
-        str(script),
-    )
-    running = lambda: slurm.job_field(job, "JobState") in ("PENDING", "RUNNING")  # noqa: E731
-    wait_for_files([started], running, "training")
+    job, log = training_batch_job(slurm, tmp_path)
     assert slurm.run("scancel", "--signal=USR1", job).returncode == 0
     slurm.wait_for_state(job, ("PENDING",))
     assert slurm.job_field(job, "Restarts") == "1", log.read_text()
@@ -94,25 +102,7 @@ def test_a_preempted_batch_job_requeues_itself_and_resumes_exactly(
 def test_scancel_of_a_running_batch_job_keeps_it_cancelled(slurm, tmp_path, no_leftovers):
     """scancel sends SIGTERM: the ranks save and stop, and the job is not requeued (only the
     requeue signal, SIGUSR1 by default, requeues it). Before, a cancelled job ran again."""
-    started = tmp_path / "started"
-    config = cluster_config(tmp_path, sleep_s=0.1, touch_file=str(started), touch_after_steps=3)
-    script = tmp_path / "job.sh"
-    script.write_text(
-        "#!/bin/bash\n" + command_line(["srun", *trainkit_command(config, tmp_path / "run")]) + "\n"
-    )
-    log = tmp_path / "job.log"
-    job = slurm.submit(
-        "--requeue",
-        "--ntasks=2",
-        "--open-mode=append",
-        "-o",
-        str(log),
-        "-D",
-        str(tmp_path),
-        str(script),
-    )
-    running = lambda: slurm.job_field(job, "JobState") in ("PENDING", "RUNNING")  # noqa: E731
-    wait_for_files([started], running, "training")
+    job, log = training_batch_job(slurm, tmp_path)
     assert slurm.run("scancel", job).returncode == 0
     decided = ("not requeueing SLURM job", "requeued SLURM job")  # rank 0's last word, either way
     deadline = time.monotonic() + 60
