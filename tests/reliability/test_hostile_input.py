@@ -39,6 +39,13 @@ def earlier_run(tmp_path_factory):
     return root
 
 
+class RunsACommand:
+    """What a malicious checkpoint carries: unpickling it would run a shell command."""
+
+    def __reduce__(self):
+        return (os.system, ("echo this must never run",))
+
+
 def write_inputs(folder: Path, last: Path) -> None:
     """The broken files the cases point at."""
     rows = "\n".join(
@@ -61,6 +68,7 @@ def write_inputs(folder: Path, last: Path) -> None:
     flipped[len(blob) // 2] ^= 0xFF  # one bit pattern inside the weights: torch loads it as is
     (folder / "flipped.ckpt").write_bytes(bytes(flipped))
     torch.save({"state_dict": {}, "thing": Path("/x")}, folder / "pickled.ckpt")
+    torch.save({"state_dict": {}, "payload": RunsACommand()}, folder / "malicious.ckpt")
     full = torch.load(last, weights_only=True)
     torch.save({"state_dict": full["state_dict"]}, folder / "weights_only.ckpt")
     renamed = dict(full, state_dict={f"net.{k}": v for k, v in full["state_dict"].items()})
@@ -133,6 +141,11 @@ CASES: dict[str, tuple[list[str], dict[str, str], str]] = {
         ["test", "-c", CONFIG, "--ckpt_path", "pickled.ckpt"],
         {},
         "checkpoint_weights_only: false",
+    ),
+    "a malicious pickle in a checkpoint names the global": (
+        ["test", "-c", CONFIG, "--ckpt_path", "malicious.ckpt"],
+        {},
+        "(the global posix.system, which loading would run)",
     ),
     "weights-only file to resume fit": (
         [*FIT, "--ckpt_path", "weights_only.ckpt"],

@@ -4,6 +4,7 @@ folders, and finding ``last``/``best``. (How the Trainer calls these: ``checkpoi
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -86,6 +87,11 @@ def require_state_dict(checkpoint: object, path: str | os.PathLike) -> None:
         )
 
 
+# torch names the refused global differently across versions: "Unsupported global: GLOBAL x.y",
+# "unsupported GLOBAL x.y whose module x is blocked"
+_REFUSED_GLOBAL = re.compile(r"(?:[Uu]nsupported global: GLOBAL|unsupported GLOBAL) ([\w.]+)")
+
+
 def check_integrity(path: Path) -> None:
     """A torch zip checkpoint's entries must match their CRC-32 (torch itself does not check:
     a flipped byte in a tensor loads silently); a damaged file is a one-line CheckpointError."""
@@ -111,11 +117,13 @@ def _read(path: Path, map_location: MAP_LOCATION, weights_only: bool, mmap: bool
     try:
         return torch.load(path, map_location=map_location, weights_only=weights_only, mmap=mmap)
     except Exception as err:
-        if weights_only and "allowed global" in str(err):
+        if weights_only and "Weights only load failed" in str(err):
+            found = _REFUSED_GLOBAL.search(str(err))
+            what = f" (the global {found.group(1)}, which loading would run)" if found else ""
             raise CheckpointError(
-                f"checkpoint {str(path)!r} holds pickled objects a weights-only load refuses; "
-                "expected tensors and plain values; if you trust the file, set "
-                "trainer.checkpoint_weights_only: false"
+                f"checkpoint {str(path)!r} holds pickled objects a weights-only load refuses"
+                f"{what}; expected tensors and plain values; only if you trust the file, set "
+                "trainer.checkpoint_weights_only: false (docs/reliability.md)"
             ) from err
         if mmap and "mmap" in str(err):  # an old (non-zip) format: read it whole instead
             return _read(path, map_location, weights_only)
