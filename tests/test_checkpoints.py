@@ -132,3 +132,33 @@ def test_a_flipped_byte_in_the_weights_is_refused_naming_the_entry(tmp_path):
         load_checkpoint(path)
     with pytest.raises(CheckpointError, match="is damaged"):
         load_checkpoint(path, mmap=True)  # the pre-flight read checks too
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A real 256 KiB filesystem (tmpfs), mounted for the test and removed after it."""
+    import subprocess
+
+    folder = tmp_path / "small-disk"
+    folder.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(folder)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.decode().strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+
+
+def test_a_full_disk_is_named_with_the_bytes_needed_and_leaves_no_temp_file(full_disk):
+    """torch reports ENOSPC as 'inline_container.cc:672 unexpected pos': say what happened."""
+    path = full_disk / "last.ckpt"
+    with pytest.raises(CheckpointError) as err:
+        save_checkpoint({"state_dict": {"w": torch.zeros(512, 512)}}, path)
+    assert str(err.value).startswith(
+        f"disk full while writing checkpoint {str(path)!r}: it needs about 1.0 MiB, 0.2 MiB are "
+        "free there"
+    ), err.value
+    assert list(full_disk.iterdir()) == []  # the partial temp file is gone

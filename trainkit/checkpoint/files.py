@@ -3,8 +3,10 @@ folders, and finding ``last``/``best``. (How the Trainer calls these: ``checkpoi
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -32,8 +34,15 @@ def save_checkpoint(checkpoint: dict[str, Any], path: str | os.PathLike) -> Path
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if _disk_full(err):
+            raise CheckpointError(
+                f"disk full while writing checkpoint {str(path)!r}: it needs about "
+                f"{_mib(_tensor_bytes(checkpoint))} MiB, {_mib(shutil.disk_usage(path.parent).free)} "
+                f"MiB are free there; expected room for it (the previous file of that name is "
+                "kept); free space there, or save to another disk (ModelCheckpoint dirpath)"
+            ) from err
         raise
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
@@ -41,6 +50,31 @@ def save_checkpoint(checkpoint: dict[str, Any], path: str | os.PathLike) -> Path
     finally:
         os.close(dir_fd)
     return path
+
+
+def _disk_full(error: BaseException) -> bool:
+    """Whether ``error`` (torch reports it as 'unexpected pos') came from a full disk or quota."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _tensor_bytes(tree: object) -> int:
+    """Bytes of the tensors in a (nested) checkpoint."""
+    if isinstance(tree, torch.Tensor):
+        return tree.numel() * tree.element_size()
+    if isinstance(tree, dict):
+        return sum(_tensor_bytes(value) for value in tree.values())
+    if isinstance(tree, list | tuple):
+        return sum(_tensor_bytes(value) for value in tree)
+    return 0
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f}"
 
 
 def current_umask() -> int:
