@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from trainkit.distributed.env import detect_environment
@@ -165,3 +167,21 @@ def test_only_the_requeue_signal_requeues_a_slurm_job(monkeypatch, capsys):
     monkeypatch.setenv("TRAINKIT_REQUEUE_SIGNAL", "HUP")
     with pytest.raises(ConfigError, match="TRAINKIT_REQUEUE_SIGNAL 'HUP'; expected USR1"):
         slurm.requeue_signal()
+
+
+def test_a_killed_launchers_scratch_folder_is_swept_by_the_next(tmp_path):
+    """A SIGKILLed launcher cannot remove its trainkit-errors-* folder; the next launcher removes
+    the folders whose owner process is gone, and no other."""
+    import subprocess
+
+    from trainkit.distributed.scratch import sweep_orphans
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its pid names no process now
+    orphan = tmp_path / f"trainkit-errors-{gone.pid}-abcd"
+    alive = tmp_path / f"trainkit-errors-{os.getpid()}-efgh"
+    other = tmp_path / f"trainkit-spawn-{gone.pid}-ijkl"  # another kind: swept by its own launcher
+    for folder in (orphan, alive, other):
+        (folder / "rank_board").mkdir(parents=True)
+    assert sweep_orphans("errors", str(tmp_path)) == [orphan]
+    assert not orphan.exists() and alive.exists() and other.exists()

@@ -14,7 +14,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +31,7 @@ from trainkit.distributed.ports import check_port_free, find_free_port
 from trainkit.distributed.rank_board import create_board, explain, read_board
 from trainkit.distributed.rank_env import World, rank_env
 from trainkit.distributed.restarts import Restarts
+from trainkit.distributed.scratch import scratch_folder
 from trainkit.distributed.signals import (
     ABORT_FILE_ENV,
     BOARD_ENV,
@@ -190,7 +190,7 @@ class RankGroup:
         self.restart = restart  # how many times the job was started again before this attempt
         self.cause = ""  # after a failure: which rank failed and why, in one line
         self.procs: list[subprocess.Popen] = []
-        self.error_dir = tempfile.mkdtemp(prefix="trainkit-errors-")
+        self.error_dir = scratch_folder("errors")
         self.board = create_board(self.error_dir, world.local_world_size)
         self._signalled: int | None = None
         self._signalled_at = 0.0

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from trainkit.distributed.env import NodePlacement, detect_trainkit
 from trainkit.distributed.ports import find_free_port
 from trainkit.distributed.rank_env import World, rank_env
+from trainkit.distributed.scratch import scratch_folder
 from trainkit.errors import MisconfigurationError
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ class SpawnLauncher:
         import torch.multiprocessing as mp
 
         strategy = self.strategy
-        folder = tempfile.mkdtemp(prefix="trainkit-spawn-")
+        folder = scratch_folder("spawn")
         result_path = str(Path(folder) / "result.pt")
         try:
             node_rank, address, port = self.node
