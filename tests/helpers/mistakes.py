@@ -67,3 +67,34 @@ class LoaderReturnsNone(TrainsOnly):
     def train_dataloader(self):
         x = torch.randn(16, 32)
         DataLoader(TensorDataset(x), batch_size=4)
+
+
+class WaitsInTeardown(TrainsOnly):
+    """Marks ``<folder>/training`` at its first step, then, in teardown (after a preempted fit
+    has saved and closed its signal watch), marks ``teardown`` and waits for ``release``."""
+
+    def __init__(self, folder: str = ".") -> None:
+        super().__init__()
+        self.folder = folder
+
+    def training_step(self, batch, batch_idx):
+        import pathlib
+        import time
+
+        pathlib.Path(self.folder, "training").touch()
+        time.sleep(0.05)  # steps slow enough for a signal to land mid-fit
+        return super().training_step(batch, batch_idx)
+
+    def train_dataloader(self):
+        x = torch.randn(4096, 32)
+        return DataLoader(TensorDataset(x), batch_size=4)
+
+    def teardown(self, stage):
+        import pathlib
+        import time
+
+        folder = pathlib.Path(self.folder)
+        (folder / "teardown").touch()
+        deadline = time.monotonic() + 60
+        while not (folder / "release").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 
 import psutil
@@ -177,3 +178,48 @@ def test_rounds_are_read_once_done_even_where_an_all_reduce_is_slower_than_the_i
     often, covering = proposed_gaps(seconds_per_batch=0.01, round_seconds=0.3)
     assert often == 5 and 60 <= covering <= 61
     assert proposed_gaps(seconds_per_batch=1e-9, round_seconds=10.0) == (MAX_GAP, MAX_GAP)
+
+
+@pytest.mark.timeout(120)
+def test_a_stop_signal_after_the_checkpoint_was_saved_keeps_exit_75(tmp_path):
+    """A scheduler repeating its SIGTERM: once the stop's checkpoint is saved, a further stop
+    signal ends the process with 75 (before, the default action ended it with 143)."""
+    import subprocess
+
+    from tests.conftest import cli_env
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trainkit",
+            "fit",
+            "--model",
+            "tests.helpers.mistakes.WaitsInTeardown",
+            "--model.folder",
+            str(marks),
+            "--trainer.default_root_dir",
+            str(tmp_path / "run"),
+            "--trainer.enable_progress_bar",
+            "false",
+        ],
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(marks / "training", proc)
+        proc.send_signal(signal.SIGTERM)  # the stop: saved at the next step
+        wait_for(marks / "teardown", proc)
+        proc.send_signal(signal.SIGTERM)  # repeated, after the save and the watch are over
+        (marks / "release").touch()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 75, err
+    assert "preempted (SIGTERM)" in err, err
+    assert "SIGTERM again; the checkpoint is saved, finishing the exit (75)" in err, err

@@ -31,17 +31,22 @@ LAUNCHED_ENV = "TRAINKIT_LAUNCHED"
 
 class StopSignals:
     """Signal handlers: the first stop signal is recorded; one arriving a second or more later
-    ends the process at once; any, once the launcher is tearing a failed job down, ends it too."""
+    ends the process at once, unless the checkpoint is already saved (then the exit with 75 is
+    under way and nothing is lost by letting it finish); any, once the launcher is tearing a
+    failed job down, ends it too."""
 
     def __init__(self) -> None:
         self.received: int | None = None
         self.received_at = 0.0
+        self.saved = False  # the stop's checkpoint is written: later signals change nothing
         self._previous: dict[int, Any] = {}
+        self._holder: StopSignals | None = None  # the one this took over from, given back
 
     def install(self) -> bool:
         """Catch the stop signals (only possible in the main thread); returns whether it did.
-        Handlers holding signals since start-up (``hold_stop_signals``) hand over what they got,
-        and ``uninstall`` puts back the handlers from before them."""
+        A holder holding signals since start-up (``hold_stop_signals``) hands over what it got;
+        ``uninstall`` gives it back what happened since (the held signal, whether the stop's
+        checkpoint is saved), so it goes on holding until its own block ends."""
         if threading.current_thread() is not threading.main_thread():
             return False
         for signum in STOP_SIGNALS:
@@ -50,7 +55,7 @@ class StopSignals:
             if isinstance(holder, StopSignals):
                 if holder.received is not None and self.received is None:
                     self.received, self.received_at = holder.received, holder.received_at
-                previous = holder.previous_handler(signum)
+                self._holder = holder
             self._previous[signum] = previous
         return True
 
@@ -58,10 +63,10 @@ class StopSignals:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         self._previous.clear()
-
-    def previous_handler(self, signum: int) -> Any:
-        """The handler this one replaced for ``signum`` (the default when it never did)."""
-        return self._previous.get(signum, signal.SIG_DFL)
+        holder = self._holder
+        if holder is not None:  # back to holding, knowing what this one saw
+            holder.received, holder.received_at = self.received, self.received_at
+            holder.saved = self.saved
 
     def is_installed(self) -> bool:
         """Whether this object still handles every stop signal."""
@@ -74,6 +79,12 @@ class StopSignals:
         now = time.monotonic()
         if self.received is None:
             self.received, self.received_at = signum, now
+            return
+        if self.saved:  # the exit with 75 is under way: let it finish
+            sys.stderr.write(
+                f"trainkit: {signal.Signals(signum).name} again; the checkpoint is saved, "
+                "finishing the exit (75)\n"
+            )
             return
         if now - self.received_at >= SAME_NOTICE_SECONDS:
             exit_on_signal(signum, "second stop signal")

@@ -115,6 +115,9 @@ class Preemption:
         name = signal.Signals(signum).name if signum is not None else "a peer's stop signal"
         path = self.checkpoint_path
         self.save_checkpoint(path)
+        if state.checkpoint_io is not None:
+            state.checkpoint_io.wait()  # on disk (an async save too) before it counts as saved
+        self.signals.saved = True
         state.stop.preempted = name
         if state.strategy.is_global_zero:
             position = state.position

@@ -30,7 +30,9 @@ def scale_lr_for_batch(
     optimizer = state.optimizers[0] if state.optimizers else None
     first_group = optimizer.param_groups[0] if optimizer is not None else None
     # what the config says: a scheduler built with the optimizer already moved the groups' lr
-    given = optimizer.defaults.get("lr") if optimizer is not None else None
+    # (an engine's optimizer, deepspeed's ZeRO wrapper, has no defaults: then the group's)
+    defaults = getattr(optimizer, "defaults", None)
+    given = defaults.get("lr") if isinstance(defaults, dict) else None
     configured = given if isinstance(given, int | float) else (first_group or {}).get("lr")
     factor = 1.0
     if rule != "none":
