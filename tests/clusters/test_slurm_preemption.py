@@ -96,6 +96,7 @@ def test_a_preempted_batch_job_requeues_itself_and_resumes_exactly(
     assert output.count("preempted (SIGUSR1)") == 1, output
     assert f"requeued SLURM job {job}" in output, output
     assert "restart 1 (SLURM requeue): resuming from" in output, output
+    assert "was killed by SIGTERM" not in output, output  # SLURM's SIGTERM after a good save
     assert_same_weights(straight_run(2), checkpoints(tmp_path / "run")["last.ckpt"])
 
 

@@ -151,8 +151,8 @@ def _read(path: Path, map_location: MAP_LOCATION, weights_only: bool, mmap: bool
     try:
         return torch.load(path, map_location=map_location, weights_only=weights_only, mmap=mmap)
     except Exception as err:
-        if weights_only and "Weights only load failed" in str(err):
-            found = _REFUSED_GLOBAL.search(str(err))
+        found = _REFUSED_GLOBAL.search(str(err)) if weights_only else None
+        if found is not None or (weights_only and "allowed global" in str(err)):
             what = f" (the global {found.group(1)}, which loading would run)" if found else ""
             raise CheckpointError(
                 f"checkpoint {str(path)!r} holds pickled objects a weights-only load refuses"

@@ -38,7 +38,7 @@ class StopSignals:
     def __init__(self) -> None:
         self.received: int | None = None
         self.received_at = 0.0
-        self.saved = False  # the stop's checkpoint is written: later signals change nothing
+        self.saved = False  # the stop's checkpoint is written (or being written): keep going
         self._previous: dict[int, Any] = {}
         self._holder: StopSignals | None = None  # the one this took over from, given back
 

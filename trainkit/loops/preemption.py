@@ -115,8 +115,8 @@ class Preemption:
         name = signal.Signals(signum).name if signum is not None else "a peer's stop signal"
         path = self.checkpoint_path
         self.save_checkpoint(path)
-        if state.checkpoint_io is not None:
-            state.checkpoint_io.wait()  # on disk (an async save too) before it counts as saved
+        # written (or being written in the background; fit's end waits for it): a later stop
+        # signal lets the exit with 75 go on instead of killing the process
         self.signals.saved = True
         state.stop.preempted = name
         if state.strategy.is_global_zero:
