@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import struct
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,14 @@ CHUNK_HEADER = 7
 FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
 
 
+def _chunk_is_whole(kind: int, payload: bytes, length: int, crc: int) -> bool:
+    """A chunk wandb has finished writing: all its bytes are there and its checksum matches
+    (wandb's checksum is crc32 over the type byte, then the data)."""
+    return len(payload) == length and zlib.crc32(payload, zlib.crc32(bytes([kind]))) == crc
+
+
 def records(path: Path) -> Iterator[Any]:
-    """Every record of the run file, in order."""
+    """Every record of the run file, in order, up to the first chunk still being written."""
     from wandb.proto import wandb_internal_pb2
 
     data = path.read_bytes()
@@ -31,11 +38,12 @@ def records(path: Path) -> Iterator[Any]:
         if BLOCK - position % BLOCK < CHUNK_HEADER:  # padding at a block's end
             position += BLOCK - position % BLOCK
             continue
-        _crc, length, kind = struct.unpack_from("<IHB", data, position)
-        if kind == 0:  # zeros after the last record
-            break
+        crc, length, kind = struct.unpack_from("<IHB", data, position)
         start = position + CHUNK_HEADER
-        pending += data[start : start + length]
+        payload = data[start : start + length]
+        if kind == 0 or not _chunk_is_whole(kind, payload, length, crc):
+            break  # the end of what is on disk so far
+        pending += payload
         position = start + length
         if kind in (FULL, LAST):
             record = wandb_internal_pb2.Record()
