@@ -11,6 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.helpers.pace import Pace, wall
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -33,6 +35,17 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # before pytest-timeout reads the limit
+def pytest_runtest_protocol(item):
+    """A test's wall limit (pytest-timeout) stretches with the machine's slowdown: it is there
+    to catch a hang, not to time trainkit (tests/helpers/pace.py)."""
+    marker = item.get_closest_marker("timeout")
+    limit = marker.args[0] if marker and marker.args else item.config.getini("timeout")
+    if limit and float(limit) > 0:
+        item.add_marker(pytest.mark.timeout(wall(float(limit))), append=False)
+    yield
 
 
 @pytest.fixture
@@ -77,15 +90,16 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 
 def run_trainkit(
-    *args: str, cwd: Path, timeout: float = 120, env: dict[str, str] | None = None
+    *args: str, cwd: Path, timeout: float | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
-    """Run ``python -m trainkit ARGS`` in ``cwd`` and wait; returns the CompletedProcess."""
+    """Run ``python -m trainkit ARGS`` in ``cwd`` and wait (by default 120 s on a quiet machine);
+    returns the CompletedProcess."""
     return subprocess.run(
         [sys.executable, "-m", "trainkit", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=wall(120) if timeout is None else timeout,
         env=env or cli_env(),
     )
 
@@ -95,7 +109,7 @@ def run_cli(tmp_path):
     """Run ``python -m trainkit ARGS`` in tmp_path; returns the CompletedProcess."""
 
     def run(
-        *args: str, timeout: float = 120, env: dict[str, str] | None = None
+        *args: str, timeout: float | None = None, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess:
         return run_trainkit(*args, cwd=tmp_path, timeout=timeout, env=env)
 
@@ -122,13 +136,19 @@ def processes_mentioning(marker: str) -> list[psutil.Process]:
 def no_leftovers(tmp_path):
     """After the test, no process whose command line mentions this test's folder may survive."""
     yield
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + wall(5)
     while processes_mentioning(str(tmp_path)) and time.monotonic() < deadline:
         time.sleep(0.1)
     leftovers = processes_mentioning(str(tmp_path))
     for proc in leftovers:
         proc.kill()
     assert not leftovers, f"orphaned processes: {[p.pid for p in leftovers]}"
+
+
+@pytest.fixture
+def pace() -> Pace:
+    """Checks a duration against its quiet-machine promise, scaled by the machine's slowdown."""
+    return Pace()
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import torch
 import yaml
 
 from tests.conftest import REPO, cli_env
+from tests.helpers.pace import wall
 
 FAST = ["--trainer.max_epochs", "2", "--data.init_args.num_samples", "512"]
 
@@ -226,7 +227,7 @@ def test_user_script_with_fixed_classes(tmp_path):
         text=True,
         cwd=tmp_path,
         env=cli_env(),
-        timeout=120,
+        timeout=wall(120),
     )
     assert result.returncode == 0, result.stderr
     saved = yaml.safe_load(next(tmp_path.glob("trainkit_logs/version_0/config.yaml")).read_text())
@@ -311,7 +312,7 @@ def test_a_bad_input_through_the_console_script_is_one_line_exit_2(tmp_path, aut
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=wall(60),
         env=cli_env(),
     )
     assert result.returncode == 2, result.stderr
@@ -338,7 +339,7 @@ def test_errors_in_user_code_keep_their_traceback(tmp_path):
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=wall(120),
         env=cli_env(),
     )
     assert result.returncode == 1

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from tests.conftest import cli_env
+from tests.helpers.pace import wall
 from trainkit.errors import ConfigError
 from trainkit.strategies.deepspeed import PRESETS, load_config
 
@@ -83,7 +84,11 @@ def test_ranks_import_deepspeed_without_its_autotuners_mlflow_which_stays_import
         "print('mlflow importable afterwards:', bool(mlflow.__version__))\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=cli_env()
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=wall(120),
+        env=cli_env(),
     )
     assert result.returncode == 0, result.stderr
     assert "mlflow imported with deepspeed: False" in result.stdout

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from tests.conftest import cli_env
+from tests.helpers.pace import wall
 from trainkit.distributed.signals import ERROR_FILE_ENV
 
 RANK = """
@@ -31,7 +32,7 @@ def run_rank(before_failure: str = "", **env: str) -> subprocess.CompletedProces
         [sys.executable, "-c", script],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=wall(120),
         env=cli_env(**env),
     )
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import cli_env
+from tests.helpers.pace import wall
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("trainkit")
 
@@ -63,7 +64,7 @@ def console(*args: str, cwd: Path, umask: int | None = None) -> subprocess.Compl
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=wall(180),
         env=cli_env(),
         preexec_fn=(lambda: os.umask(umask)) if umask is not None else None,
     )
@@ -97,7 +98,7 @@ def test_help_with_a_config_shows_the_configured_model_and_its_docstring(project
         cwd=project,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=wall(120),
         env=cli_env(),
     )
     assert result.returncode == 0, result.stderr

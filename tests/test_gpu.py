@@ -7,6 +7,7 @@ import torch
 
 from tests.conftest import REPO
 from tests.helpers.models import Regression, regression_loader
+from tests.helpers.pace import wall
 
 pytestmark = [
     pytest.mark.gpu,
@@ -67,7 +68,7 @@ def test_ddp_over_nccl_on_two_gpus(run_cli, tmp_path):
         "1",
         "--trainer.default_root_dir",
         str(tmp_path),
-        timeout=300,
+        timeout=wall(300),
     )
     assert result.returncode == 0, result.stderr
     assert "nccl" in result.stdout
@@ -108,6 +109,6 @@ def test_sharded_fp16_uses_the_sharded_grad_scaler(run_cli, tmp_path):
         "16-mixed",
         "--trainer.default_root_dir",
         str(tmp_path),
-        timeout=300,
+        timeout=wall(300),
     )
     assert result.returncode == 0, result.stderr

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.pace import wall
 from trainkit.distributed.launchers.reexec import RankGroup
 from trainkit.distributed.rank_env import World
 
@@ -29,7 +30,7 @@ def _record_error(group: RankGroup, rank: int, at: float, text: str = "ValueErro
 
 def _wait_for_exits(group: RankGroup, *ranks: int) -> None:
     for rank in ranks:
-        group.procs[rank].wait(timeout=10)
+        group.procs[rank].wait(timeout=wall(10))
 
 
 @pytest.fixture

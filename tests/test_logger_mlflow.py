@@ -15,6 +15,7 @@ import torch
 from tests.conftest import cli_env
 from tests.helpers.mlflow_server import mlflow_server
 from tests.helpers.models import Regression, regression_loader
+from tests.helpers.pace import wall
 from tests.test_compat_doc import documented_arguments
 from trainkit import ModelCheckpoint, Trainer
 from trainkit.errors import ConfigError
@@ -196,5 +197,5 @@ def test_import_and_construction_load_neither_mlflow_nor_wandb(tmp_path):
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'mlflow', 'wandb', 'torch'}))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60, env=cli_env(), check=True)  # fmt: skip
+                            timeout=wall(60), env=cli_env(), check=True)  # fmt: skip
     assert result.stdout.strip() == "[]"

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, cli_env
+from tests.helpers.pace import wall
 from tests.reliability.conftest import straight_run  # noqa: F401  (the never-interrupted run)
 from tests.reliability.runs import write_config
 from trainkit.distributed.ports import find_free_port
@@ -99,7 +100,7 @@ class SlurmCluster:
 
     def wait_for_state(self, job: str, states: tuple[str, ...], timeout: float = 150) -> str:
         """Poll the job until its state is one of ``states`` (sbatch --wait polls every 10 s)."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + wall(timeout)
         while (state := self.job_field(job, "JobState")) not in states:
             assert time.monotonic() < deadline, f"job {job} still {state} after {timeout} s"
             time.sleep(0.1)
@@ -122,9 +123,9 @@ class SlurmCluster:
     def stop(self) -> None:
         """Cancel what is left of the tests' jobs, then stop only the daemons started here."""
         if self.daemons and self.daemons[-1].poll() is None:
-            self.run("scancel", "--user", str(os.getuid()), timeout=30)
-            deadline = time.monotonic() + 30
-            while self.run("squeue", "-h", timeout=30).stdout.strip():
+            self.run("scancel", "--user", str(os.getuid()), timeout=wall(30))
+            deadline = time.monotonic() + wall(30)
+            while self.run("squeue", "-h", timeout=wall(30)).stdout.strip():
                 if time.monotonic() > deadline:
                     break
                 time.sleep(0.2)
@@ -133,7 +134,7 @@ class SlurmCluster:
                 daemon.send_signal(signal.SIGTERM)
         for daemon in reversed(self.daemons):
             try:
-                daemon.wait(timeout=15)
+                daemon.wait(timeout=wall(15))
             except subprocess.TimeoutExpired:
                 daemon.kill()
                 daemon.wait()
@@ -191,7 +192,7 @@ def start_slurm(state: Path) -> SlurmCluster:
 
 
 def wait_until(ready, what: str, cluster: SlurmCluster, seconds: float = READY_SECONDS) -> None:
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + wall(seconds)
     while not ready():
         dead = [d.args[0] for d in cluster.daemons if d.poll() is not None]
         if dead or time.monotonic() > deadline:

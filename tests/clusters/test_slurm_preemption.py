@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from tests.clusters.conftest import cluster_config, command_line, trainkit_command
+from tests.helpers.pace import wall
 from tests.reliability.runs import assert_same_weights, checkpoints
 from trainkit import PREEMPTED_EXIT_CODE
 
@@ -20,7 +21,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 
 
 def wait_for_files(paths, alive, what: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + wall(timeout)
     while not all(path.exists() for path in paths):
         assert alive(), f"ended before {what}"
         assert time.monotonic() < deadline, f"no {what} after {timeout} s"
@@ -71,7 +72,7 @@ def test_usr1_while_the_ranks_start_up_stops_them_gracefully(slurm, tmp_path, no
             [built.with_suffix(".0"), built.with_suffix(".1")], lambda: srun.poll() is None, "ranks"
         )
         assert slurm.run("scancel", "--signal=USR1", "--name", name).returncode == 0
-        output, _ = srun.communicate(timeout=120)
+        output, _ = srun.communicate(timeout=wall(120))
     finally:
         if srun.poll() is None:
             srun.kill()
@@ -106,7 +107,7 @@ def test_scancel_of_a_running_batch_job_keeps_it_cancelled(slurm, tmp_path, no_l
     job, log = training_batch_job(slurm, tmp_path)
     assert slurm.run("scancel", job).returncode == 0
     decided = ("not requeueing SLURM job", "requeued SLURM job")  # rank 0's last word, either way
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + wall(60)
     while not any(word in log.read_text() for word in decided) and time.monotonic() < deadline:
         time.sleep(0.1)
     slurm.wait_for_state(job, ("CANCELLED", "PENDING", "REQUEUED"))

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from tests.clusters.conftest import cluster_config, command_line, trainkit_command
+from tests.helpers.pace import wall
 from trainkit.distributed.ports import find_free_port
 
 pytestmark = pytest.mark.timeout(240)
@@ -77,7 +78,7 @@ def refusals(request, tmp_path_factory):
     }
     results = {}
     for name, proc in procs.items():
-        out, _ = proc.communicate(timeout=180)
+        out, _ = proc.communicate(timeout=wall(180))
         results[name] = (proc.returncode, out)
     if "sbatch_no_srun" in results:
         job = results["sbatch_no_srun"][1].strip().split()[-1]

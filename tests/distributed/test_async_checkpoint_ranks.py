@@ -8,6 +8,7 @@ import pytest
 import torch
 import yaml
 
+from tests.helpers.pace import wall
 from trainkit.checkpoint.files import SHARDED_META, load_checkpoint
 
 FSDP_SHARDED_ASYNC = {
@@ -46,7 +47,7 @@ def write_config(folder) -> str:
 
 def fit(start_cli, config, root, *extra):
     proc = start_cli("fit", "-c", config, *extra, root=root)
-    _, err = proc.communicate(timeout=150)
+    _, err = proc.communicate(timeout=wall(150))
     assert proc.returncode == 0, err
     return {p.name: p for p in (root / "checkpoints").iterdir()}
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from tests.conftest import REPO
+from tests.helpers.pace import wall
 
 CONFIG = str(REPO / "configs" / "autoencoder.yaml")
 CALLBACKS = """
@@ -36,7 +37,7 @@ def test_callbacks_on_two_spawned_ranks(start_cli, tmp_path):
         "fit", "-c", CONFIG, "-c", str(config), "--data.init_args.num_samples", "512",
         "--trainer.devices", "2", "--trainer.strategy", "ddp_spawn",
     )  # fmt: skip
-    out, err = proc.communicate(timeout=110)
+    out, err = proc.communicate(timeout=wall(110))
     assert proc.returncode == 0, err
     assert out.count("Total params") == 1  # the summary on rank 0 only
     # min_delta is huge, so no check improves after the first: patience 1 stops after epoch 1

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from tests.conftest import REPO
+from tests.helpers.pace import wall
 
 CONFIG = str(REPO / "configs" / "autoencoder.yaml")
 
@@ -29,7 +30,7 @@ def test_compiled_forward_trains_on_two_ranks(start_cli, tmp_path, strategy):
         "--trainer.compile",
         '{"backend": "aot_eager"}',
     )
-    _out, err = proc.communicate(timeout=220)
+    _out, err = proc.communicate(timeout=wall(220))
     assert proc.returncode == 0, err[-4000:]
     assert "[__recompiles] Recompiling function forward" in err  # training -> validation
     (last,) = tmp_path.glob("*/version_0/checkpoints/last.ckpt")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.helpers.pace import wall
+
 CONFIG = """
 seed_everything: 7
 model:
@@ -28,7 +30,7 @@ def fitted_weights(start_cli, tmp_path, strategy: str, devices: int = 2) -> dict
     config = root / "config.yaml"
     config.write_text(CONFIG.format(devices=devices, strategy=strategy))
     proc = start_cli("fit", "-c", str(config), root=root)
-    _out, err = proc.communicate(timeout=200)
+    _out, err = proc.communicate(timeout=wall(200))
     assert proc.returncode == 0, err[-4000:]
     (last,) = root.glob("**/last.ckpt")
     return torch.load(last, weights_only=False)["state_dict"]

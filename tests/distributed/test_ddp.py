@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from tests.conftest import REPO, cli_env
+from tests.helpers.pace import wall
 from trainkit.distributed.ports import find_free_port
 from trainkit.distributed.signals import PREEMPTED_EXIT_CODE
 
@@ -64,7 +65,7 @@ def probe_jobs(tmp_path_factory):
         for name, args in extra.items()
     }
     try:
-        return {name: (folder / name, finish(job, timeout=150)) for name, job in jobs.items()}
+        return {name: (folder / name, finish(job, timeout=wall(150))) for name, job in jobs.items()}
     finally:
         for job in jobs.values():
             if job.poll() is None:
@@ -130,7 +131,7 @@ def test_use_distributed_sampler_false_gives_every_rank_all_data(probe_jobs):
 
 
 @pytest.mark.timeout(180)
-def test_sigterm_to_the_launcher_stops_every_rank(start_cli, tmp_path):
+def test_sigterm_to_the_launcher_stops_every_rank(start_cli, tmp_path, pace):
     marker = tmp_path / "rank1-hangs"
     proc = start_cli(
         "fit",
@@ -148,14 +149,14 @@ def test_sigterm_to_the_launcher_stops_every_rank(start_cli, tmp_path):
         "2",
         env=cli_env(TRAINKIT_STOP_GRACE="1"),  # a hung rank cannot stop gracefully
     )
-    deadline = time.monotonic() + 120  # start-up on a busy machine
+    deadline = time.monotonic() + wall(120)  # start-up on a busy machine
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
     assert marker.exists(), "rank 1 never reached its hang"
     proc.send_signal(signal.SIGTERM)
     stopped = time.monotonic()
-    returncode, _, err = finish(proc, timeout=30)
-    assert time.monotonic() - stopped < 10
+    returncode, _, err = finish(proc, timeout=wall(30))
+    pace.check(time.monotonic() - stopped, 10.0, f"stopping a hung rank after SIGTERM\n{err}")
     assert returncode == 128 + signal.SIGTERM and "1 s after SIGTERM" in err
 
 
@@ -188,7 +189,7 @@ def test_torchrun_and_the_trainkit_launcher_give_the_same_weights(
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=140,
+        timeout=wall(140),
         env=cli_env(),
     )
     assert torchrun.returncode == 0, torchrun.stderr
@@ -225,7 +226,7 @@ def test_a_script_can_fit_then_test(tmp_path, no_leftovers, strategy):
         [sys.executable, str(script), strategy, str(tmp_path)],
         capture_output=True,
         text=True,
-        timeout=140,
+        timeout=wall(140),
         env=cli_env(),
         cwd=tmp_path,
     )
@@ -309,7 +310,7 @@ def test_ddp_spawn_brings_back_a_model_of_several_mib(start_cli, tmp_path):
         "--data.init_args.num_samples",
         "512",
     )
-    returncode, out, err = finish(proc, timeout=220)
+    returncode, out, err = finish(proc, timeout=wall(220))
     assert returncode == 0, err
     (last,) = tmp_path.glob("**/checkpoints/last.ckpt")
     weights = torch.load(last, weights_only=True)["state_dict"]
@@ -335,13 +336,13 @@ def test_sigterm_during_start_up_stops_every_rank_gracefully_and_blames_none(sta
         "--trainer.devices",
         "2",
     )
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + wall(120)
     ready = [Path(f"{marker}{rank}") for rank in range(2)]
     while not all(p.exists() for p in ready) and proc.poll() is None:
         assert time.monotonic() < deadline, "the ranks never started"
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
-    returncode, _, err = finish(proc, timeout=60)
+    returncode, _, err = finish(proc, timeout=wall(60))
     assert returncode == PREEMPTED_EXIT_CODE, err
     assert "preempted (SIGTERM)" in err
     assert "was killed by" not in err and "[rank" not in err

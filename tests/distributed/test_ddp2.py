@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from tests.conftest import REPO, cli_env
+from tests.helpers.pace import wall
 from trainkit.distributed.ports import find_free_port
 
 ARGS = [
@@ -47,7 +48,7 @@ def test_ddp2_two_nodes_match_one_process_with_the_whole_batch(start_cli, tmp_pa
         )
         for node in (0, 1)
     ]
-    outputs = [node.communicate(timeout=140) for node in nodes]
+    outputs = [node.communicate(timeout=wall(140)) for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], [err for _, err in outputs]
     assert (
         "node 0 step_end batch 64" in outputs[0][0] and "node 1 step_end batch 64" in outputs[1][0]
@@ -57,7 +58,7 @@ def test_ddp2_two_nodes_match_one_process_with_the_whole_batch(start_cli, tmp_pa
         and " 128" in outputs[0][0].split("effective batch")[1].splitlines()[0]
     )
     single = start_cli("fit", *ARGS, "--data.init_args.batch_size", "128", root=tmp_path / "single")
-    _, err = single.communicate(timeout=140)
+    _, err = single.communicate(timeout=wall(140))
     assert single.returncode == 0, err
     ddp2 = torch.load(next((tmp_path / "ddp2").glob("**/last.ckpt")), weights_only=True)[
         "state_dict"

@@ -9,6 +9,7 @@ import textwrap
 import pytest
 
 from tests.conftest import cli_env
+from tests.helpers.pace import wall
 
 SESSION = textwrap.dedent("""
     import torch
@@ -51,7 +52,7 @@ def test_fit_from_stdin_forks_ranks_and_returns_trained_weights(tmp_path, no_lef
         input=code,
         capture_output=True,
         text=True,
-        timeout=110,
+        timeout=wall(110),
         env=cli_env(),
         cwd=tmp_path,
     )

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from tests.conftest import REPO, run_trainkit
+from tests.helpers.pace import wall
 
 CONFIG = str(REPO / "configs" / "pipeline.yaml")
 COMMON = [
@@ -76,7 +77,7 @@ def test_pipeline_matches_the_unsplit_model(
         "--trainer.strategy.init_args.schedule",
         schedule,
     )
-    out, err = proc.communicate(timeout=150)
+    out, err = proc.communicate(timeout=wall(150))
     assert proc.returncode == 0, err
     losses, weights = read_run(tmp_path)
     assert len(losses) == len(reference_losses) == 28

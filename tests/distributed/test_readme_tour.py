@@ -14,6 +14,7 @@ import torch
 import yaml
 
 from tests.conftest import REPO, cli_env
+from tests.helpers.pace import wall
 
 README = (REPO / "README.md").read_text()
 FENCED = r"\n```[a-z]*\n(.*?)\n```"
@@ -43,7 +44,7 @@ def run(command: str, folder: Path) -> subprocess.CompletedProcess:
         cwd=folder,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=wall(240),
         env=cli_env(),
     )
     if target is not None:

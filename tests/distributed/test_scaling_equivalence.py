@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from tests.conftest import REPO
+from tests.helpers.pace import wall
 
 NEURON = str(REPO / "configs" / "neuron.yaml")
 NEURON_LINEAR = str(REPO / "configs" / "neuron_linear.yaml")
@@ -19,7 +20,7 @@ AUTOENCODER = str(REPO / "configs" / "autoencoder.yaml")
 
 def neuron_weight(start_cli, *args) -> tuple[float, float, str]:
     proc = start_cli("fit", *args)
-    out, err = proc.communicate(timeout=170)
+    out, err = proc.communicate(timeout=wall(170))
     assert proc.returncode == 0, err
     match = re.search(r"neuron: weight=([\d.]+) update_variance=([\de.+-]+)", out)
     return float(match.group(1)), float(match.group(2)), out
@@ -101,7 +102,7 @@ def test_autoencoder_with_sgd_on_4_ranks_matches_one_rank_with_the_full_batch(st
     for count in (1, 4):
         root = tmp_path / f"n{count}"
         proc = start_cli("fit", *args, "--trainer.devices", str(count), root=root)
-        _, err = proc.communicate(timeout=170)
+        _, err = proc.communicate(timeout=wall(170))
         assert proc.returncode == 0, err
         weights[count] = torch.load(next(root.glob("**/last.ckpt")), weights_only=True)[
             "state_dict"

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from tests.conftest import REPO, run_trainkit
+from tests.helpers.pace import wall
 from tests.helpers.probes import tensor_bytes
 from trainkit.checkpoint.files import find_checkpoint, load_checkpoint
 
@@ -67,7 +68,7 @@ def fit(root, strategy, *extra):
         "--trainer.default_root_dir",
         str(root),
         cwd=root.parent,
-        timeout=150,
+        timeout=wall(150),
     )
     assert proc.returncode == 0, proc.stderr
     checkpoint = load_checkpoint(find_checkpoint(root))  # a file, or a folder of per-rank shards
@@ -153,7 +154,7 @@ def test_checkpoints_resume_in_the_strategy_and_load_on_one_device(
             "last",
             "--trainer.default_root_dir",
             str(root),
-            timeout=120,
+            timeout=wall(120),
         )
         assert test.returncode == 0, test.stderr
         assert "test_loss" in test.stdout
@@ -172,7 +173,7 @@ def test_checkpoints_resume_in_the_strategy_and_load_on_one_device(
             "last",
             "--trainer.default_root_dir",
             str(root),
-            timeout=120,
+            timeout=wall(120),
         )
         assert one.returncode == 0, one.stderr
         assert "saved by 2 rank(s) and resumes on 1: weights and optimizer state" in one.stdout
@@ -195,7 +196,7 @@ def test_bf16_mixed_trains_with_each_memory_strategy(start_cli, tmp_path, config
         "--data.init_args.num_samples",
         "1024",
     )
-    out, err = proc.communicate(timeout=190)
+    out, err = proc.communicate(timeout=wall(190))
     assert proc.returncode == 0, err
     losses = [
         float(line.split("train_loss=")[1].split()[0])

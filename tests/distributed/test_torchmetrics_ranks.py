@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from tests.helpers.pace import wall
+
 CONFIG = """
 seed_everything: 0
 model:
@@ -32,7 +34,7 @@ def test_synced_epoch_metrics_equal_the_whole_dataset_metric(start_cli, tmp_path
     config = tmp_path / "config.yaml"
     config.write_text(CONFIG.format(path=scores))
     proc = start_cli("fit", "-c", str(config), "--trainer.devices", str(devices))
-    _out, err = proc.communicate(timeout=170)
+    _out, err = proc.communicate(timeout=wall(170))
     assert proc.returncode == 0, err
     record = json.loads(scores.read_text())
     assert record["world"] == devices

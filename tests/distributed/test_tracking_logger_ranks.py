@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import REPO, cli_env
+from tests.helpers.pace import wall
 
 mlflow = pytest.importorskip("mlflow", reason="needs mlflow: pip install 'trainkit[mlflow]'")
 pytest.importorskip("wandb", reason="needs wandb: pip install 'trainkit[wandb]'")
@@ -39,7 +40,7 @@ def test_rank_zero_logs_one_run_and_every_rank_agrees_on_its_folder(
         "fit", "-c", str(REPO / "configs" / "autoencoder.yaml"), "-c", str(config),
         "--trainer.devices", "2", "--data.init_args.num_samples", "256", env=env,
     )  # fmt: skip
-    _out, err = proc.communicate(timeout=230)
+    _out, err = proc.communicate(timeout=wall(230))
     assert proc.returncode == 0, err
     client = mlflow.MlflowClient((tmp_path / "store").as_uri())
     (run,) = client.search_runs([client.get_experiment_by_name("ranks").experiment_id])

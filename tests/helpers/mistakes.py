@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from tests.helpers.pace import wall
 from trainkit import DataModule, TrainModule
 
 
@@ -95,6 +96,6 @@ class WaitsInTeardown(TrainsOnly):
 
         folder = pathlib.Path(self.folder)
         (folder / "teardown").touch()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + wall(60)
         while not (folder / "release").exists() and time.monotonic() < deadline:
             time.sleep(0.01)

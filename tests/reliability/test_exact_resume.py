@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.helpers.pace import wall
 from tests.reliability.runs import assert_same_weights, checkpoints, logged_at_epoch, write_config
 
 
@@ -22,7 +23,7 @@ def test_resume_from_a_mid_epoch_checkpoint_is_bitwise_exact(
     config = write_config(tmp_path, devices=devices, workers=workers, train_size=train_size)
     if workers:
         straight = start_cli("fit", "-c", str(config), root=tmp_path / "straight")
-        assert straight.wait(timeout=120) == 0, straight.stderr.read()
+        assert straight.wait(timeout=wall(120)) == 0, straight.stderr.read()
         saved = checkpoints(tmp_path / "straight")
     else:  # the shared reference run is this very config
         saved = checkpoints(straight_run(devices).parent.parent)
@@ -40,7 +41,7 @@ def test_resume_from_a_mid_epoch_checkpoint_is_bitwise_exact(
     resumed = start_cli(
         "fit", "-c", str(config), "--ckpt_path", str(saved[mid]), root=tmp_path / "resumed"
     )
-    assert resumed.wait(timeout=120) == 0, resumed.stderr.read()
+    assert resumed.wait(timeout=wall(120)) == 0, resumed.stderr.read()
     assert_same_weights(saved["last.ckpt"], checkpoints(tmp_path / "resumed")["last.ckpt"])
     assert (
         torch.load(checkpoints(tmp_path / "resumed")["last.ckpt"], weights_only=True)["global_step"]
@@ -103,7 +104,7 @@ def test_a_two_rank_checkpoint_resumes_on_one_process_after_the_samples_it_train
     resumed = start_cli(
         "fit", "-c", str(write_config(tmp_path, devices=1)), "--ckpt_path", str(mid)
     )
-    out, err = resumed.communicate(timeout=120)
+    out, err = resumed.communicate(timeout=wall(120))
     assert resumed.returncode == 0, err
     assert "saved by 2 rank(s) and resumes on 1" in out
     assert "goes on after the 32 samples it had trained (8 batches per rank skipped" in out

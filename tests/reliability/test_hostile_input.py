@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from tests.conftest import REPO, cli_env
+from tests.helpers.pace import wall
 from trainkit.cli import main
 
 CONFIG = str(REPO / "configs" / "autoencoder.yaml")
@@ -272,7 +273,7 @@ def test_a_taken_master_port_is_named_before_any_rank_starts(run_cli):
 @pytest.mark.timeout(120)
 def test_rank_variables_left_in_a_shell_end_in_one_line_not_a_hang(run_cli):
     """The reported command, as a real process: before, it printed nothing and never ended."""
-    result = run_cli(*FIT, timeout=90, env=cli_env(LOCAL_RANK="0", WORLD_SIZE="2"))
+    result = run_cli(*FIT, timeout=wall(90), env=cli_env(LOCAL_RANK="0", WORLD_SIZE="2"))
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("trainkit: error: rank variables"), lines
@@ -351,7 +352,7 @@ def test_config_bombs_end_in_one_line_in_bounded_memory(bomb, tmp_path):
         env=cli_env(),
         capture_output=True,
         text=True,
-        timeout=100,
+        timeout=wall(100),
         preexec_fn=limit_memory,
     )
     lines = result.stderr.strip().splitlines()

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from tests.helpers.pace import wall
 from tests.reliability.runs import write_config
 from trainkit.checkpoint.files import load_checkpoint, save_checkpoint
 
@@ -17,7 +18,7 @@ def test_sigkill_during_a_checkpoint_write_keeps_the_previous_last_ckpt(tmp_path
     config = write_config(tmp_path, devices=1, ballast_mb=96)
     run = start_cli("fit", "-c", str(config), "--trainer.callbacks.every_n_train_steps", "1")
     folder = None
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + wall(90)
     while time.monotonic() < deadline:  # wait for a last.ckpt, then for the next write to begin
         lasts = list(tmp_path.glob("**/checkpoints/last.ckpt"))
         if lasts:
@@ -27,7 +28,7 @@ def test_sigkill_during_a_checkpoint_write_keeps_the_previous_last_ckpt(tmp_path
                 break
         assert run.poll() is None, run.stderr.read()
         time.sleep(0.001)
-    run.wait(timeout=30)
+    run.wait(timeout=wall(30))
     assert run.returncode == -signal.SIGKILL
     partial = list(folder.glob(".last.ckpt.*.tmp"))
     assert partial, "the kill should have caught a write in progress"
