@@ -8,7 +8,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -297,7 +297,7 @@ def find_checkpoint(root: str | os.PathLike, name: str = "last.ckpt") -> Path | 
     return max(candidates, key=lambda p: p.stat().st_mtime_ns)
 
 
-def plain_hparams(hparams: dict[str, Any]) -> dict[str, Any]:
+def plain_hparams(hparams: Mapping[str, Any]) -> dict[str, Any]:
     """Hyperparameters reduced to what a weights-only load accepts (others become strings)."""
     return {key: _plain(value) for key, value in hparams.items()}
 

@@ -46,6 +46,7 @@ def dump(state: RunState, weights_only: bool = False) -> dict[str, Any]:
         "train_batch_size": getattr(state.train_loader, "batch_size", None),  # per rank
         "precision": strategy.precision,
         "config": state.cli_config,
+        "optimizer_classes": [qualified_name(type(o)) for o in state.optimizers],
     }
     train_store = state.metrics.train_store
     if position.fitting and position.phase == "batches" and train_store is not None:
@@ -125,6 +126,7 @@ def restore(state: RunState, path: str, full: bool, weights_only: bool = True) -
         state.position.global_step = checkpoint.get("global_step", 0)
         return checkpoint
     require_resume_state(checkpoint, str(path))
+    check_changes(checkpoint, state, str(path))
     states = checkpoint["optimizer_states"]
     if len(states) != len(state.optimizers):
         raise CheckpointError(
@@ -158,6 +160,35 @@ def restore(state: RunState, path: str, full: bool, weights_only: bool = True) -
     return checkpoint
 
 
+def check_changes(checkpoint: dict[str, Any], state: RunState, path: str) -> None:
+    """Show the settings that changed since the checkpoint (rank 0) and refuse, on every rank,
+    a change that cannot resume correctly unless the user accepted it (after a CLI's pre-flight
+    check only the optimizers, which the ranks build, are left to compare)."""
+    from trainkit.checkpoint import resume_changes
+
+    built = [qualified_name(type(o)) for o in state.optimizers]
+    now = resume_changes.run_settings(
+        state.cli_config,
+        state.module,
+        state.datamodule,
+        state.strategy.precision,
+        state.strategy.world_size,
+        built,
+    )
+    resume_changes.check(
+        checkpoint,
+        now,
+        path,
+        show=state.strategy.is_global_zero,
+        only_built=resume_changes.checked(),
+    )
+
+
+def qualified_name(cls: type) -> str:
+    """``module.Class`` of a class, as a config's class_path names it."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def changed_world(checkpoint: dict[str, Any], skip: int, state: RunState) -> WorldChange | None:
     """Where the interrupted epoch goes on when the checkpoint was saved by another number of
     ranks (None: the same number, or a checkpoint that does not say)."""
@@ -182,9 +213,10 @@ def require_resume_state(checkpoint: dict[str, Any], path: str) -> None:
         )
 
 
-def verify(path: str, module: TrainModule, weights_only: bool, full: bool) -> None:
+def verify(path: str, module: TrainModule, weights_only: bool, full: bool) -> dict[str, Any]:
     """Before any rank starts: the checkpoint reads (tensors memory-mapped, not loaded), holds
-    what ``full`` resuming needs, and fits ``module`` (unless its layers are built in setup)."""
+    what ``full`` resuming needs, and fits ``module`` (unless its layers are built in setup);
+    returns it."""
     checkpoint = load_checkpoint(path, weights_only=weights_only, mmap=True)
     require_state_dict(checkpoint, path)
     if full:
@@ -195,6 +227,7 @@ def verify(path: str, module: TrainModule, weights_only: bool, full: bool) -> No
     )
     if not builds_in_setup:
         check_fits(module, checkpoint["state_dict"], path)
+    return checkpoint
 
 
 def _for_rank(states: list[Any], rank: int) -> Any:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
@@ -28,7 +28,25 @@ def check_checkpoint(
     path = resolve_path(
         ckpt_path, trainer.checkpoint_callback, trainer.default_root_dir, weights_only
     )
-    verify(path, model, weights_only, full=subcommand == "fit")
+    checkpoint = verify(path, model, weights_only, full=subcommand == "fit")
+    if subcommand == "fit":
+        compare_settings(checkpoint, trainer, model, path)
+
+
+def compare_settings(
+    checkpoint: dict[str, Any], trainer: Trainer, model: TrainModule, path: str
+) -> None:
+    """Show what changed since the checkpoint's run and refuse what cannot resume, before the
+    ranks start (they then compare only the optimizers they build)."""
+    import os
+
+    from trainkit.checkpoint import resume_changes
+
+    now = resume_changes.run_settings(
+        trainer.cli_config, model, None, trainer.strategy.precision, trainer.world_size, None
+    )
+    resume_changes.check(checkpoint, now, path, show=True, only_built=False)
+    os.environ[resume_changes.CHECKED_ENV] = "1"
 
 
 def check_ckpt_path(ckpt_path: str | None, root: str) -> None:

@@ -236,7 +236,9 @@ class LightningCLI(CLIParserSetup):
         """``before_<subcommand>``, the Trainer method (or a method of this name here), then
         ``after_<subcommand>``."""
         from trainkit.cli.checks import check_checkpoint
+        from trainkit.cli.run_options import apply_run_options
 
+        apply_run_options(self.config_init[subcommand])
         before = getattr(self, f"before_{subcommand}", None)
         if callable(before):
             before()

@@ -207,8 +207,11 @@ class CLIParserSetup:
     def _prepare_subcommand_parser(
         self, klass: type, subcommand: str, **kwargs: Any
     ) -> LightningArgumentParser:
+        from trainkit.cli.run_options import add_run_options
+
         parser = self.init_parser(**kwargs)
         self._add_arguments(parser)
+        add_run_options(parser, subcommand)
         skip: set[str | int] = set(self.subcommands()[subcommand])
         added = parser.add_method_arguments(klass, subcommand, skip=skip)
         self.subcommand_method_arguments[subcommand] = added
