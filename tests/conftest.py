@@ -16,6 +16,20 @@ from tests.helpers.pace import Pace, wall
 REPO = Path(__file__).resolve().parents[1]
 
 
+# the full tier's tests: they start interpreters, ranks, clusters or servers
+SLOW_FOLDERS = {"distributed", "clusters", "reliability", "compat"}
+PROCESS_FIXTURES = {"run_cli", "start_cli", "no_leftovers", "straight_run"}
+
+
+def starts_processes(item: pytest.Item) -> bool:
+    """Whether a test belongs to the full tier only (``-m "not slow"`` is the fast tier): it
+    sits in a folder of multi-process tests, uses a fixture that starts processes, or says so
+    with ``@pytest.mark.slow``."""
+    folder = Path(str(item.path)).relative_to(REPO / "tests").parts[0]
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return folder in SLOW_FOLDERS or bool(fixtures & PROCESS_FIXTURES) or "slow" in item.keywords
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """``gpu`` tests run only where CUDA is available; under pytest-xdist the tests that share
@@ -25,6 +39,8 @@ def pytest_collection_modifyitems(config, items):
 
     clusters = REPO / "tests" / "clusters"
     for item in items:
+        if starts_processes(item):
+            item.add_marker(pytest.mark.slow)
         if clusters in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.xdist_group("clusters"))
         elif "straight_run" in getattr(item, "fixturenames", ()):

@@ -195,6 +195,7 @@ def test_fit_help_documents_trainer_model_and_data_arguments(printed, autoencode
     assert "--model.hidden" in model_help and "Width of the hidden layer" in model_help
 
 
+@pytest.mark.slow  # starts interpreters
 def test_user_script_with_fixed_classes(tmp_path):
     script = tmp_path / "main.py"
     script.write_text(
@@ -305,6 +306,7 @@ def test_bad_input_exits_2_with_one_line_and_no_traceback(
     assert "Traceback" not in err
 
 
+@pytest.mark.slow  # starts interpreters
 def test_a_bad_input_through_the_console_script_is_one_line_exit_2(tmp_path, autoencoder_config):
     argv = ["fit", "-c", "{cfg}", "--model.init_args.hidden", "x"]
     result = subprocess.run(
@@ -320,6 +322,7 @@ def test_a_bad_input_through_the_console_script_is_one_line_exit_2(tmp_path, aut
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow  # starts interpreters
 def test_errors_in_user_code_keep_their_traceback(tmp_path):
     result = subprocess.run(
         [

@@ -74,6 +74,7 @@ def test_accumulation_is_rejected_with_the_strategy_named():
     importlib.util.find_spec("deepspeed") is None or importlib.util.find_spec("mlflow") is None,
     reason="needs deepspeed and mlflow installed",
 )
+@pytest.mark.slow  # starts interpreters
 def test_ranks_import_deepspeed_without_its_autotuners_mlflow_which_stays_importable():
     probe = (
         "import sys\n"

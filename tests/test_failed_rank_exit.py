@@ -13,6 +13,8 @@ from tests.conftest import cli_env
 from tests.helpers.pace import wall
 from trainkit.distributed.signals import ERROR_FILE_ENV
 
+pytestmark = pytest.mark.slow  # starts ranks' interpreters
+
 RANK = """
 import atexit
 import torch.distributed as dist

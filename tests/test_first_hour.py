@@ -16,6 +16,8 @@ import pytest
 from tests.conftest import cli_env
 from tests.helpers.pace import wall
 
+pytestmark = pytest.mark.slow  # runs the installed console script in a new project
+
 CONSOLE_SCRIPT = Path(sys.executable).with_name("trainkit")
 
 PACKAGE = textwrap.dedent("""

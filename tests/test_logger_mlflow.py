@@ -22,6 +22,7 @@ from trainkit.errors import ConfigError
 from trainkit.loggers import MLFlowLogger
 
 mlflow = pytest.importorskip("mlflow", reason="needs mlflow: pip install 'trainkit[mlflow]'")
+pytestmark = pytest.mark.slow  # every test here talks to a real MLflow server it starts
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -118,6 +118,7 @@ def test_the_breaking_kinds():
     assert Change("precision", "32", "16-mixed").breaking
     for harmless in ("trainer.max_epochs", "trainer.callbacks", "trainer.logger", "world_size"):
         assert Change(harmless, "1", "2").breaking is None
+    assert Change("model.init_args.dropout", None, "0.1").breaking is None  # a new argument
 
 
 def test_the_table_keeps_long_values_short():

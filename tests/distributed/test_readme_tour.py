@@ -71,6 +71,8 @@ def test_every_command_of_the_tour_works_in_a_fresh_folder(tmp_path, no_leftover
         assert result.returncode == 0, f"{command}\n{result.stderr}"
         outputs[command] = result.stdout
 
+    dry = next(v for k, v in outputs.items() if "--dry_run" in k)
+    assert "dry run: the real run would start (exit 0)" in dry and "the whole run" in dry
     runs = sorted((tmp_path / "trainkit_logs").glob("version_*"))
     first, two_ranks, resumed = runs[:3]
     assert (first / "checkpoints" / "last.ckpt").is_file()

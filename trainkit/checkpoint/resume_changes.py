@@ -55,7 +55,11 @@ class Change:
 
     @property
     def breaking(self) -> str | None:
-        """Why a resume cannot carry this change through (None: it can)."""
+        """Why a resume cannot carry this change through (None: it can). A setting only one
+        side has (an argument added to the code with its default, or removed) is not one: the
+        shape check of the weights still names a module built differently."""
+        if self.saved is None or self.now is None:
+            return None
         for prefix in BREAKING_PREFIXES:
             if self.key == prefix or self.key.startswith(prefix):
                 return WHY[prefix]

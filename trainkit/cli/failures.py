@@ -131,3 +131,26 @@ def one_line_run_errors(prog: str, also: tuple[type[BaseException], ...] = ()) -
         yield
     except (ConfigError, CheckpointError, MisconfigurationError, *also) as err:
         fail(str(err), prog)
+
+
+@contextlib.contextmanager
+def dry_run_errors(prog: str, dry_run: bool) -> Iterator[None]:
+    """In a dry run, what the user's code raised is the answer: one line, exit 2."""
+    from trainkit.checkpoint.files import CheckpointError
+    from trainkit.cli.user_code import where_it_failed
+    from trainkit.errors import ConfigError, MisconfigurationError
+
+    try:
+        yield
+    except (ConfigError, CheckpointError, MisconfigurationError):
+        raise  # already one line
+    except Exception as err:
+        if not dry_run:
+            raise
+        where = where_it_failed(err)
+        reason = (str(err).strip().splitlines() or [""])[0]
+        fail(
+            f"dry run: the real run would fail: {type(err).__name__}: {reason}"
+            f"{f' ({where})' if where else ''}; fix it and run with --dry_run again",
+            prog,
+        )

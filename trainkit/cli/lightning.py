@@ -15,9 +15,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from trainkit.cli.argv import print_help_with_classes, typed_device_options, wants_help
-from trainkit.cli.failures import one_line_parse_errors, one_line_run_errors
+from trainkit.cli.failures import dry_run_errors, one_line_parse_errors, one_line_run_errors
 from trainkit.cli.input_limits import check_config_inputs
 from trainkit.cli.lightning_parsing import CLIParserSetup, trainkit_trainer
+from trainkit.cli.run_options import DRY_RUN
 from trainkit.cli.save_config import SaveConfigCallback
 
 if TYPE_CHECKING:
@@ -154,6 +155,8 @@ class LightningCLI(CLIParserSetup):
         extra = [self._get(self.config_init, key) for key in parser.callback_keys]
         section = self._get(self.config_init, "trainer", default={})
         config = {**(vars(section) if hasattr(section, "as_dict") else section), **kwargs}
+        if self._get(self.config_init, DRY_RUN):  # --dry_run: the Trainer's dry_run
+            config["dry_run"] = True
         return self._instantiate_trainer(config, extra)
 
     def _instantiate_trainer(self, config: dict[str, Any], callbacks: list[Any]) -> Any:
@@ -163,7 +166,7 @@ class LightningCLI(CLIParserSetup):
         given += [*callbacks, *(persistent if isinstance(persistent, list) else [persistent])]
         parser = self._parser(self.subcommand)
         section = self.config.get(str(self.subcommand), self.config)
-        if self.save_config_callback and not config.get("fast_dev_run", False):
+        if self.save_config_callback and not (config.get("fast_dev_run") or config.get("dry_run")):
             given.append(self.save_config_callback(parser, section, **self.save_config_kwargs))
         config["callbacks"] = given
         trainer = self.trainer_class(**config)
@@ -246,7 +249,8 @@ class LightningCLI(CLIParserSetup):
         kwargs = self._prepare_subcommand_kwargs(subcommand)
         with one_line_run_errors(self.prog, also=(FileNotFoundError,)):
             check_checkpoint(self.trainer, self.model, subcommand, kwargs.get("ckpt_path"))
-        with one_line_run_errors(self.prog):
+        dry_run = bool(getattr(self.trainer, "dry_run", False))
+        with one_line_run_errors(self.prog), dry_run_errors(self.prog, dry_run):
             self.result = method(**kwargs)
         after = getattr(self, f"after_{subcommand}", None)
         if callable(after):

@@ -1,4 +1,5 @@
-"""Options of a ``trainkit fit`` run that are not the Trainer's: changes accepted on resume."""
+"""Options of a ``trainkit fit`` run that are not the Trainer's: changes accepted on resume,
+and ``--dry_run`` (the Trainer's ``dry_run``, short to type)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ if TYPE_CHECKING:
     from trainkit.cli.argument_parser import LightningArgumentParser
 
 ALLOW_RESUME_CHANGES = "allow_resume_changes"
+DRY_RUN = "dry_run"
 
 
 def add_run_options(parser: LightningArgumentParser, subcommand: str) -> None:
@@ -22,6 +24,12 @@ def add_run_options(parser: LightningArgumentParser, subcommand: str) -> None:
         default=None,
         help="Settings to accept when --ckpt_path resumes a run whose model arguments, "
         "optimizer or precision changed: comma-separated keys as the resume names them, or all.",
+    )
+    parser.add_argument(
+        f"--{DRY_RUN}",
+        action="store_true",
+        help="Start the run as configured, run one training and one validation batch on every "
+        "rank, report memory, parameters, step time and the estimated run time, write nothing.",
     )
 
 

@@ -108,3 +108,16 @@ def report_user_error(failure: UserImportFailure, prog: str) -> NoReturn:
         flush=True,
     )
     raise SystemExit(1)
+
+
+def where_it_failed(error: BaseException) -> str:
+    """``file:line in function`` of the innermost frame of the user's own code (not trainkit's,
+    not an installed package's), or "" when the traceback has none."""
+    import sysconfig
+
+    installed = tuple({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    frames = [f for f in _user_frames(error) if not f.filename.startswith(installed)]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    return f"{Path(frame.filename).name}:{frame.lineno} in {frame.name}"

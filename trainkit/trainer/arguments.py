@@ -34,9 +34,8 @@ _NONE_MEANS = {
 }
 
 
-def loop_limits(fast_dev_run: int = 0, **settings: Any) -> LoopLimits:
-    """The Trainer's loop settings, checked (``ConfigError`` names a bad one) and frozen;
-    ``fast_dev_run`` N runs N batches of each loop once."""
+def loop_limits(**settings: Any) -> LoopLimits:
+    """The Trainer's loop settings, checked (``ConfigError`` names a bad one) and frozen."""
     for name, default in _NONE_MEANS.items():
         if settings.get(name, default) is None:
             settings[name] = default
@@ -52,10 +51,13 @@ def loop_limits(fast_dev_run: int = 0, **settings: Any) -> LoopLimits:
     if overfit:  # the same first batches for training and validation
         _check_fraction_or_count("overfit_batches", overfit)
         settings.update(limit_train_batches=overfit, limit_val_batches=overfit)
-    limits = LoopLimits(**{**settings, "max_epochs": max_epochs})
-    if not fast_dev_run:
+    return LoopLimits(**{**settings, "max_epochs": max_epochs})
+
+
+def fast_dev_limits(limits: LoopLimits, count: int) -> LoopLimits:
+    """``limits`` of a run that goes through ``count`` batches of each loop once (0: as is)."""
+    if not count:
         return limits
-    count = fast_dev_run
     return dataclasses.replace(
         limits,
         max_epochs=1,
@@ -230,6 +232,13 @@ class Features:
         )
 
 
+def check_num_nodes(num_nodes: object) -> int:
+    """``num_nodes``, an int >= 1 (``ConfigError`` otherwise)."""
+    if not isinstance(num_nodes, int) or isinstance(num_nodes, bool) or num_nodes < 1:
+        raise ConfigError("trainer.num_nodes", num_nodes, "an int >= 1")
+    return num_nodes
+
+
 def apply_torch_flags(deterministic: bool | str | None, benchmark: bool | None) -> None:
     """``deterministic`` (True, or 'warn') and ``benchmark`` into torch's global switches."""
     import torch
@@ -275,9 +284,10 @@ def build_callbacks(
     callbacks: object,
     features: Features,
     max_time: str | dict[str, int] | timedelta | None = None,
+    dry_run: bool = False,
 ) -> list[Callback]:
     """The user's callbacks plus the defaults the features ask for (progress bar,
-    checkpointing, model summary, a Timer for ``max_time``), in running order."""
+    checkpointing, model summary, a Timer for ``max_time``, a dry run's probe), in running order."""
     from trainkit import callbacks as builtin
 
     items = _as_list(callbacks, (Callback,))
@@ -301,6 +311,10 @@ def build_callbacks(
         items.append(builtin.ModelSummary())
     if max_time is not None and missing(builtin.Timer):
         items.append(builtin.Timer(duration=max_time, interval="step"))
+    if dry_run:
+        from trainkit.trainer.dry_run import DryRunProbe
+
+        items.append(DryRunProbe())
     return sort_callbacks(items)
 
 

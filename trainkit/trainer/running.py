@@ -15,7 +15,7 @@ from trainkit.errors import MisconfigurationError
 from trainkit.loops.evaluation import EvalLoop
 from trainkit.loops.fit import FitLoop
 from trainkit.loops.predict import PredictLoop
-from trainkit.loops.state import RunState
+from trainkit.loops.state import LoopLimits, RunState
 from trainkit.metrics import to_float
 from trainkit.module import TrainModule
 from trainkit.scaling import RunSummary, effective_batch_size
@@ -145,7 +145,8 @@ class StageRunner:
         lr = scale_lr_for_batch(
             state, settings.lr_scaling, settings.reference_batch_size, effective
         )
-        self.run_summary = describe_run(state, settings.selection, effective, lr)
+        planned = settings.dry_run or state.limits  # a dry run describes the real run
+        self.run_summary = describe_run(state, settings.selection, effective, lr, planned)
         resumed_from = self._restore(ckpt_path, full=True)
         if resumed_from is not None:
             self.run_summary = resumed(self.run_summary, resumed_from, state)
@@ -170,8 +171,25 @@ class StageRunner:
                 checkpoint_state.last_checkpoint_path(checkpoint_callback, log_dir),
             )
         checkpoint_state.finish_saves(state)  # the save in flight is on disk; a failed one raises
+        if settings.dry_run is not None:
+            self._report_dry_run(settings.dry_run)
+            return
         if show_summary and state.stop.preempted is None:
             print_closing(state, checkpoint_callback, time.perf_counter() - started)
+
+    def _report_dry_run(self, planned: LoopLimits) -> None:
+        """Check what the batches logged against what is monitored, gather every rank's
+        measurements and print them with the estimate (global rank 0)."""
+        from trainkit.trainer import dry_run
+
+        state = self.state
+        probe = dry_run.find_probe(state)
+        assert probe is not None, "a dry run's Trainer adds its probe"
+        dry_run.check_monitors(state, dict(state.metrics.callback_metrics))
+        rank = self.strategy.global_rank
+        readings = self.strategy.all_gather_object(probe.reading(rank, state.module))
+        if self.strategy.is_global_zero and self.run_summary is not None:
+            print(dry_run.report(self.run_summary, planned, state, readings), flush=True)
 
     def _save_preemption_checkpoint(self, path: str) -> None:
         self.save_checkpoint(path)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from trainkit.devices import DeviceSelection
+from trainkit.loops.state import LoopLimits
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class StageSettings:
     checkpoint_weights_only: bool
     detect_anomaly: bool
     show_summary: bool  # the startup table and the closing lines of a fit (global rank 0)
+    dry_run: LoopLimits | None = None  # a dry run: the limits of the real run it stands for
 
 
 class OwnsSettings(Protocol):
@@ -35,6 +37,12 @@ class OwnsSettings(Protocol):
 def selection(self: OwnsSettings) -> DeviceSelection:
     """The devices the run uses, as resolved from ``devices``/``gpus``/``accelerator``."""
     return self.settings.selection
+
+
+@property
+def dry_run(self: OwnsSettings) -> bool:
+    """Whether this run is a dry run (one batch of each loop, measured, nothing written)."""
+    return self.settings.dry_run is not None
 
 
 @property

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from trainkit.data import limited_batches
 from trainkit.devices import DeviceSelection
 from trainkit.distributed.env import output_is_terminal
-from trainkit.loops.state import RunState
+from trainkit.loops.state import LoopLimits, RunState
 from trainkit.scaling import RunSummary
 from trainkit.trainer.lr_scaling import LRScaling
 
@@ -19,13 +19,16 @@ if TYPE_CHECKING:
 
 
 def describe_run(
-    state: RunState, selection: DeviceSelection, effective: int | None, lr: LRScaling
+    state: RunState,
+    selection: DeviceSelection,
+    effective: int | None,
+    lr: LRScaling,
+    limits: LoopLimits,
 ) -> RunSummary:
     """The startup numbers of a fit whose optimizers are built and whose LR ``lr`` says how
     it was scaled (``effective`` is the effective batch size, None when the loader has no
-    batch_size). Reads only: nothing of the run changes."""
+    batch_size), under ``limits``. Reads only: nothing of the run changes."""
     strategy = state.strategy
-    limits = state.limits
     batches = limited_batches(state.train_loader, limits.limit_train_batches, "limit_train_batches")
     dataset = getattr(state.train_loader, "dataset", None)
     try:

@@ -14,9 +14,9 @@ from trainkit.compiling import compile_options, uncompiled
 from trainkit.datamodule import DataModule
 from trainkit.devices import resolve_devices
 from trainkit.distributed.env import detect_environment
+from trainkit.distributed.error_file import install_error_file_hook
 from trainkit.distributed.launchers.spawn import SpawnLauncher, check_picklable
 from trainkit.distributed.restarts import check_max_restarts
-from trainkit.errors import ConfigError
 from trainkit.loggers.base import Logger
 from trainkit.module import TrainModule
 from trainkit.plugins import CheckpointIO, checkpoint_io_from
@@ -32,10 +32,12 @@ from trainkit.trainer.arguments import (
     apply_torch_flags,
     build_callbacks,
     build_loggers,
+    check_num_nodes,
     check_stage_inputs,
     check_strategy_settings,
     check_writable_dir,
     datamodule_given_as_loaders,
+    fast_dev_limits,
     loop_limits,
 )
 from trainkit.trainer.launching import fit_under_scheduler
@@ -95,6 +97,7 @@ class Trainer:
         reference_batch_size: int | None = None,
         batch_size_mode: str = "per_device",
         max_restarts: int = 0,
+        dry_run: bool = False,
     ) -> None:
         """
         Args:
@@ -149,16 +152,14 @@ class Trainer:
             reference_batch_size: The (effective) batch size the configured LR was tuned at.
             batch_size_mode: 'per_device' (loader batch per rank) or 'effective' (divided by world size).
             max_restarts: Start failed ranks again from the newest last.ckpt, up to N times.
+            dry_run: Run one training and one validation batch on every rank, report memory,
+                parameters, step time and the run's estimated time; write nothing.
         """
-        from trainkit.distributed.error_file import install_error_file_hook
-
         install_error_file_hook()
         self.precision = normalize_precision(precision)
         selection = resolve_devices(devices, accelerator, gpus)
         self.cluster = detect_environment()
-        if not isinstance(num_nodes, int) or num_nodes < 1:
-            raise ConfigError("trainer.num_nodes", num_nodes, "an int >= 1")
-        self.num_nodes = num_nodes
+        self.num_nodes = check_num_nodes(num_nodes)
         placement = Placement(selection, num_nodes, self.cluster, self.precision, sync_batchnorm)
         chosen = select_strategy(strategy, placement)
         check_strategy_settings(
@@ -169,9 +170,8 @@ class Trainer:
             batch_size_mode,
         )
         self.max_restarts = check_max_restarts(max_restarts)
-        self.fast_dev_run = int(fast_dev_run)
-        limits = loop_limits(
-            fast_dev_run=self.fast_dev_run,
+        self.fast_dev_run = 1 if dry_run else int(fast_dev_run)  # a dry run runs as fast_dev_run=1
+        limits = loop_limits(  # the configured run's (a dry run estimates it)
             max_epochs=max_epochs,
             min_epochs=min_epochs,
             max_steps=max_steps,
@@ -203,11 +203,11 @@ class Trainer:
         apply_torch_flags(deterministic, benchmark)
         self.run_state = new_run_state(
             self,
-            limits,
+            fast_dev_limits(limits, self.fast_dev_run),
             chosen,
             Precision(self.precision, chosen.root_device.type, chosen.grad_scaler()),
             build_profiler(profiler),
-            build_callbacks(callbacks, features, max_time),
+            build_callbacks(callbacks, features, max_time, dry_run),
             build_loggers(features.logger, self.default_root_dir),
             self.default_root_dir,
         )
@@ -223,7 +223,8 @@ class Trainer:
             use_distributed_sampler=use_distributed_sampler,
             checkpoint_weights_only=checkpoint_weights_only,
             detect_anomaly=detect_anomaly,
-            show_summary=features.progress_bar and not self.fast_dev_run,
+            show_summary=features.progress_bar and (dry_run or not self.fast_dev_run),
+            dry_run=limits if dry_run else None,
         )
         self._runner = StageRunner(self.run_state, self, self.settings)
 
@@ -391,6 +392,7 @@ class Trainer:
     # the Trainer's own settings (trainer/settings.py; read-only)
     selection = settings_readouts.selection
     lr_scaling = settings_readouts.lr_scaling
+    dry_run = settings_readouts.dry_run
     reference_batch_size = settings_readouts.reference_batch_size
     batch_size_mode = settings_readouts.batch_size_mode
     use_distributed_sampler = settings_readouts.use_distributed_sampler

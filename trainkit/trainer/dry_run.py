@@ -1,0 +1,193 @@
+"""A dry run: the real run's start (launcher, strategy, sharding, precision) and one training and
+one validation batch on every rank, measured, then a report of what the whole run will take.
+
+Nothing is written: no checkpoint, no log. What a real run would meet only after its first
+epoch (a validation_step that fails, a monitored key nobody logs) fails here in seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import resource
+import sys
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trainkit.callbacks.base import Callback
+from trainkit.errors import MisconfigurationError
+from trainkit.metrics import closest_key_hint
+
+if TYPE_CHECKING:
+    from trainkit.loops.state import LoopLimits, RunState
+    from trainkit.scaling import RunSummary
+
+
+@dataclass
+class RankReading:
+    """What one rank measured: its peak memory, parameters it holds, and batch times."""
+
+    rank: int
+    peak_memory_bytes: int
+    memory_kind: str  # "CUDA allocated" or "RSS"
+    parameters: int
+    train_step_s: float | None = None
+    val_batch_s: float | None = None
+
+
+class DryRunProbe(Callback):
+    """Times the one training batch (forward, backward, optimizer step) and the one validation
+    batch of a dry run on this rank."""
+
+    def __init__(self) -> None:
+        self.train_step_s: float | None = None
+        self.val_batch_s: float | None = None
+        self._started = 0.0
+
+    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+        if torch.cuda.is_available() and pl_module.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(pl_module.device)
+
+    def on_train_batch_start(
+        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
+    ) -> None:
+        self._started = time.perf_counter()
+
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        self.train_step_s = time.perf_counter() - self._started
+
+    def on_validation_batch_start(
+        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        self._started = time.perf_counter()
+
+    def on_validation_batch_end(
+        self,
+        trainer: Any,
+        pl_module: Any,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        self.val_batch_s = time.perf_counter() - self._started
+
+    def reading(self, rank: int, module: torch.nn.Module) -> RankReading:
+        """This rank's measurements, once the dry run's batches ran."""
+        device = next(module.parameters(), torch.empty(0)).device
+        if device.type == "cuda":
+            peak, kind = torch.cuda.max_memory_allocated(device), "CUDA allocated"
+        else:  # ru_maxrss is in KiB on Linux, bytes on macOS
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            peak, kind = (peak if sys.platform == "darwin" else peak * 1024), "RSS"
+        held = sum(local_numel(p) for p in module.parameters())
+        return RankReading(rank, peak, kind, held, self.train_step_s, self.val_batch_s)
+
+
+def local_numel(parameter: torch.Tensor) -> int:
+    """Elements of a parameter this rank holds (its shard, where the strategy shards it)."""
+    partition = getattr(parameter, "ds_tensor", None)  # DeepSpeed ZeRO-3
+    if isinstance(partition, torch.Tensor):
+        return partition.numel()
+    to_local = getattr(parameter, "to_local", None)  # a DTensor (FSDP2)
+    local = to_local() if callable(to_local) else parameter
+    return local.numel() if isinstance(local, torch.Tensor) else parameter.numel()
+
+
+def find_probe(state: RunState) -> DryRunProbe | None:
+    """The run's probe (None: not a dry run)."""
+    return next((cb for cb in state.callbacks if isinstance(cb, DryRunProbe)), None)
+
+
+def check_monitors(state: RunState, metrics: dict[str, Any]) -> None:
+    """Every monitored key (callbacks, plateau schedulers) was logged by the batches that ran;
+    a real run would stop at its first check, after an epoch."""
+    watchers: list[tuple[str, str]] = [
+        (type(cb).__name__, cb.monitor)
+        for cb in state.callbacks
+        if isinstance(getattr(cb, "monitor", None), str)
+    ]
+    watchers += [
+        ("the lr scheduler", config.monitor)
+        for config in state.lr_scheduler_configs
+        if config.monitor is not None
+    ]
+    for who, key in watchers:
+        if key not in metrics:
+            logged = sorted(metrics)
+            raise MisconfigurationError(
+                f"dry run: {who} monitors {key!r}, which the training and validation steps never "
+                f"logged (logged: {', '.join(logged) or 'nothing'}){closest_key_hint(key, logged)}; "
+                f"log it with self.log({key!r}, ...) or monitor a logged key"
+            )
+
+
+def report(
+    summary: RunSummary, limits: LoopLimits, state: RunState, readings: list[RankReading]
+) -> str:
+    """What the dry run measured on every rank, and the run's estimated duration."""
+    lines = ["", "dry run: one training and one validation batch on every rank; nothing written"]
+    lines.append(
+        f"  {'rank':>4}  {'peak memory':>20}  {'parameters':>12}  {'train step':>10}  {'val batch':>10}"
+    )
+    for r in readings:
+        memory = f"{r.peak_memory_bytes / 2**20:,.0f} MiB {r.memory_kind}"
+        lines.append(
+            f"  {r.rank:>4}  {memory:>20}  {r.parameters:>12,}  {_seconds(r.train_step_s):>10}  "
+            f"{_seconds(r.val_batch_s):>10}"
+        )
+    step = max((r.train_step_s for r in readings if r.train_step_s is not None), default=None)
+    val = max((r.val_batch_s for r in readings if r.val_batch_s is not None), default=None)
+    epoch = _epoch_seconds(summary, limits, state, step, val)
+    if epoch is not None:
+        lines.append(
+            f"  estimate (slowest rank, first step's warm-up included): one epoch {_duration(epoch)}"
+        )
+        whole = _run_seconds(summary, epoch, limits)
+        lines[-1] += f", the whole run {_duration(whole)}" if whole is not None else ", no end set"
+    lines.append("dry run: the real run would start (exit 0)")
+    return "\n".join(lines)
+
+
+def _epoch_seconds(
+    summary: RunSummary, limits: LoopLimits, state: RunState, step: float | None, val: float | None
+) -> float | None:
+    from trainkit.data import limited_batches
+
+    if step is None or summary.steps_per_epoch == math.inf:
+        return None
+    train = step * summary.steps_per_epoch * limits.accumulate_grad_batches
+    if val is None:
+        return train
+    batches = sum(
+        limited_batches(loader, limits.limit_val_batches, "limit_val_batches")
+        for loader in state.val_loaders
+    )
+    per_epoch = 1 / limits.check_val_every_n_epoch if limits.check_val_every_n_epoch else 1
+    if isinstance(limits.val_check_interval, float) and limits.val_check_interval < 1:
+        per_epoch = round(1 / limits.val_check_interval)
+    return train + val * batches * per_epoch if batches != math.inf else train
+
+
+def _run_seconds(summary: RunSummary, epoch: float, limits: LoopLimits) -> float | None:
+    if summary.total_steps == math.inf or not summary.steps_per_epoch:
+        return None
+    return epoch * summary.total_steps / summary.steps_per_epoch
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1000:.1f} ms" if value < 0.1 else f"{value * 1000:,.0f} ms"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
