@@ -15,3 +15,7 @@ class ConfigError(ValueError):
 
 class MisconfigurationError(ValueError):
     """User code that cannot work as written (missing hooks, junk from configure_optimizers)."""
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss was NaN or infinite; the fit stopped before that batch changed the weights."""

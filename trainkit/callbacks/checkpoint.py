@@ -107,6 +107,7 @@ class ModelCheckpoint(Checkpoint):
         self._last_global_step_saved = 0  # nothing to save before a step was taken
         self._last_time_checked: float | None = None
         self._deferred = False  # a step/time save waits for its monitored metric
+        self._said_not_finite = False  # weights with NaN/inf were reported
         self._last_checkpoint_saved = ""  # the newest file saved (last.ckpt aside)
         self.current_score: torch.Tensor | None = None
         self.best_k_models: dict[str, torch.Tensor] = {}
@@ -156,7 +157,7 @@ class ModelCheckpoint(Checkpoint):
             time_due = bool(trainer.strategy.broadcast(passed))  # rank 0's clock decides
             if time_due:
                 self._last_time_checked = now
-        if not (step_due or time_due) or self._skip(trainer):
+        if not (step_due or time_due) or self._skip(trainer) or not self._finite(trainer, module):
             return
         metrics = files.monitor_candidates(trainer)
         if self.monitor is not None and self.monitor not in metrics:
@@ -166,7 +167,7 @@ class ModelCheckpoint(Checkpoint):
         self._save_last(trainer, metrics, saved)
 
     def on_train_epoch_end(self, trainer: TrainerView, module: TrainModule) -> None:
-        if self._skip_stage(trainer):
+        if self._skip_stage(trainer) or not self._finite(trainer, module):
             return
         metrics = files.monitor_candidates(trainer)
         saved = False
@@ -179,7 +180,7 @@ class ModelCheckpoint(Checkpoint):
         self._save_last(trainer, metrics, saved)  # last.ckpt: the completed epoch, every epoch
 
     def on_validation_end(self, trainer: TrainerView, module: TrainModule) -> None:
-        if self._skip_stage(trainer):
+        if self._skip_stage(trainer) or not self._finite(trainer, module):
             return
         metrics = files.monitor_candidates(trainer)
         if self._deferred and (self.monitor is None or self.monitor in metrics):
@@ -206,6 +207,8 @@ class ModelCheckpoint(Checkpoint):
         if trainer.world_size > 1:  # the other ranks are not saving: a checkpoint needs them
             rank_zero_info("ModelCheckpoint: no checkpoint on exception in a multi-rank run")
             return
+        if not self._finite(trainer, module):
+            return
         metrics = files.monitor_candidates(trainer)
         filepath = self.format_checkpoint_name(metrics)
         self._save_checkpoint(trainer, filepath)
@@ -217,6 +220,12 @@ class ModelCheckpoint(Checkpoint):
 
     def _skip_stage(self, trainer: TrainerView) -> bool:
         return bool(trainer.fast_dev_run) or trainer.state != "fit" or trainer.sanity_checking
+
+    def _finite(self, trainer: TrainerView, module: TrainModule) -> bool:
+        """Weights with NaN or infinity never replace a checkpoint (said once; nothing saved)."""
+        finite = files.weights_are_finite(trainer, module, say=not self._said_not_finite)
+        self._said_not_finite |= not finite
+        return finite
 
     def _skip(self, trainer: TrainerView) -> bool:
         return self._skip_stage(trainer) or self._last_global_step_saved == trainer.global_step

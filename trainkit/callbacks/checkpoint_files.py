@@ -183,6 +183,24 @@ def free_name(
     return filepath
 
 
+def weights_are_finite(trainer: TrainerView, module: torch.nn.Module, say: bool) -> bool:
+    """Whether every rank's part of the weights is free of NaN and infinity (every rank asks);
+    ``say``: tell the user (rank 0) when they are not, since no checkpoint is written then."""
+    from trainkit.strategies.shards import local_part
+
+    finite = all(bool(torch.isfinite(local_part(p)).all()) for p in module.parameters())
+    if trainer.world_size > 1:
+        finite = all(trainer.strategy.all_gather_object(finite))
+    if not finite and say and trainer.is_global_zero:
+        print(
+            f"ModelCheckpoint: the weights hold NaN or infinity at epoch {trainer.current_epoch}, "
+            f"step {trainer.global_step}: no checkpoint is written from now on; the ones already "
+            "saved are kept (said once)",
+            flush=True,
+        )
+    return finite
+
+
 def monitor_not_logged(monitor: str, metrics: dict[str, Any]) -> MisconfigurationError:
     """ModelCheckpoint's monitored key is not among the logged metrics (Lightning's message, and
     the closest logged key)."""

@@ -125,12 +125,15 @@ def one_line_run_errors(prog: str, also: tuple[type[BaseException], ...] = ()) -
     """Around a Trainer stage: what the Trainer found wrong with the input (and the ``also``
     kinds, for a pre-flight check), as one line."""
     from trainkit.checkpoint.files import CheckpointError
-    from trainkit.errors import ConfigError, MisconfigurationError
+    from trainkit.errors import ConfigError, MisconfigurationError, NonFiniteLossError
 
     try:
         yield
     except (ConfigError, CheckpointError, MisconfigurationError, *also) as err:
         fail(str(err), prog)
+    except NonFiniteLossError as err:  # the run failed (exit 1), and the line says all
+        print(f"{prog}: error: {err}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
 
 
 @contextlib.contextmanager

@@ -203,6 +203,7 @@ class RunState:
     cli_config: str | None = None  # the resolved config a CLI run records in checkpoints
     model_callbacks_added: bool = False
     inference_mode: bool = True  # evaluation under torch.inference_mode (else no_grad)
+    nonfinite_loss: str = "stop"  # a NaN/inf loss: "stop" the fit, "warn" once, or "ignore"
     compile_options: Any = None  # torch.compile's arguments, or a user's compiler (None: off)
     # () -> (train loaders, val loaders), for reloading every N epochs
     reload_loaders: Callable[[], tuple[list[Any], list[Any]]] | None = None

@@ -50,6 +50,7 @@ class TrainingStep:
             self._forward_autocast if state.precision.is_mixed else self._step_fn
         )
         self._said_no_loss = False
+        self._check_finite = state.nonfinite_loss != "ignore"
         self._distributed = strategy.is_distributed
         self.set_accumulation(state.limits.accumulate_grad_batches)
         self._no_sync = strategy.no_backward_sync
@@ -101,6 +102,8 @@ class TrainingStep:
                 output = self._step_end(output)
             loss = extract_loss(output)
             if loss is not None:
+                if self._check_finite and not loss.isfinite():
+                    self._say_not_finite(loss, batch_idx)
                 self.backward(loss / self._accumulate if self._accumulate > 1 else loss)
             elif not self._said_no_loss:
                 self._say_no_loss(batch_idx)
@@ -121,6 +124,32 @@ class TrainingStep:
                 file=sys.stderr,
                 flush=True,
             )
+
+    def _say_not_finite(self, loss: torch.Tensor, batch_idx: int) -> None:
+        """A NaN/inf loss, where it appeared: stops the fit before the batch's backward (the
+        weights and every checkpoint stay finite) or, with ``nonfinite_loss: warn``, is said
+        once and training goes on."""
+        from trainkit.errors import NonFiniteLossError
+
+        state = self.state
+        position = state.position
+        where = (
+            f"rank {state.strategy.global_rank}: the loss returned by training_step is "
+            f"{loss.item()} at epoch {position.epoch}, batch {batch_idx} (global step "
+            f"{position.global_step})"
+        )
+        if state.nonfinite_loss == "stop":
+            raise NonFiniteLossError(
+                f"{where}; the fit stopped before this batch changed the weights, so they and "
+                "the checkpoints stay finite; find the cause (learning rate, data, a log of 0) or "
+                "set trainer.nonfinite_loss: warn to train on"
+            )
+        self._check_finite = False  # warn: said once per fit
+        print(
+            f"trainkit: {where}; training goes on (nonfinite_loss: warn)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def _forward_autocast(self, batch: object, batch_idx: int) -> Any:
         with self._autocast():

@@ -19,6 +19,7 @@ import torch
 from trainkit.callbacks.base import Callback
 from trainkit.errors import MisconfigurationError
 from trainkit.metrics import closest_key_hint
+from trainkit.strategies.shards import local_part
 
 if TYPE_CHECKING:
     from trainkit.loops.state import LoopLimits, RunState
@@ -90,12 +91,7 @@ class DryRunProbe(Callback):
 
 def local_numel(parameter: torch.Tensor) -> int:
     """Elements of a parameter this rank holds (its shard, where the strategy shards it)."""
-    partition = getattr(parameter, "ds_tensor", None)  # DeepSpeed ZeRO-3
-    if isinstance(partition, torch.Tensor):
-        return partition.numel()
-    to_local = getattr(parameter, "to_local", None)  # a DTensor (FSDP2)
-    local = to_local() if callable(to_local) else parameter
-    return local.numel() if isinstance(local, torch.Tensor) else parameter.numel()
+    return local_part(parameter).numel()
 
 
 def find_probe(state: RunState) -> DryRunProbe | None:

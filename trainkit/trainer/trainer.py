@@ -28,19 +28,20 @@ from trainkit.trainer import properties as readouts
 from trainkit.trainer import settings as settings_readouts
 from trainkit.trainer import spawned
 from trainkit.trainer.arguments import (
+    NONFINITE,
     Features,
     apply_torch_flags,
     build_callbacks,
     build_loggers,
+    check_choice,
     check_num_nodes,
     check_stage_inputs,
     check_strategy_settings,
     check_writable_dir,
     datamodule_given_as_loaders,
-    fast_dev_limits,
-    loop_limits,
 )
 from trainkit.trainer.launching import fit_under_scheduler
+from trainkit.trainer.loop_settings import fast_dev_limits, loop_limits
 from trainkit.trainer.running import StageRunner
 from trainkit.trainer.settings import StageSettings
 from trainkit.trainer.stage import new_run_state
@@ -98,6 +99,7 @@ class Trainer:
         batch_size_mode: str = "per_device",
         max_restarts: int = 0,
         dry_run: bool = False,
+        nonfinite_loss: str = "stop",
     ) -> None:
         """
         Args:
@@ -154,6 +156,9 @@ class Trainer:
             max_restarts: Start failed ranks again from the newest last.ckpt, up to N times.
             dry_run: Run one training and one validation batch on every rank, report memory,
                 parameters, step time and the run's estimated time; write nothing.
+            nonfinite_loss: A NaN/inf loss: 'stop' the fit before its backward (checkpoints stay
+                finite), 'warn' once and train on, or 'ignore' (no check: no sync per step;
+                detect_anomaly implies it, for torch to name the operation).
         """
         install_error_file_hook()
         self.precision = normalize_precision(precision)
@@ -212,6 +217,9 @@ class Trainer:
             self.default_root_dir,
         )
         self.run_state.inference_mode = inference_mode
+        nonfinite = check_choice("trainer.nonfinite_loss", nonfinite_loss, NONFINITE)
+        # under detect_anomaly the backward runs, for torch to name the operation that made it
+        self.run_state.nonfinite_loss = "ignore" if detect_anomaly else nonfinite
         self.run_state.compile_options = compile_options(compile)
         self.run_state.checkpoint_io = checkpoint_io_from(plugins)
         self.settings = StageSettings(
