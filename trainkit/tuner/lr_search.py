@@ -151,9 +151,17 @@ def lr_find(
         state.stepper = TrainingStep(state)  # with the test's scheduler and the recorder's hooks
         FitLoop(state).train()
         steps = trainer.global_step - search.start_step
+        diverged = trainer.should_stop
         finder.results = trainer.strategy.broadcast({"lr": recorder.lrs, "loss": recorder.losses})
     if steps != num_training and trainer.is_global_zero:
-        print(f"LR finder stopped early after {steps} steps due to diverging loss.", flush=True)
+        if diverged:
+            print(f"LR finder stopped early after {steps} steps due to diverging loss.", flush=True)
+        else:
+            print(
+                f"LR finder stopped after {steps} of {num_training} steps: the fit's max_epochs "
+                "or max_steps came first (more batches or epochs give more points)",
+                flush=True,
+            )
     if update_attr:
         suggested = finder.suggestion() if trainer.is_global_zero else None
         suggested = trainer.strategy.broadcast(suggested)  # rank 0 decides for every rank
