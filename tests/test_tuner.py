@@ -5,6 +5,7 @@ under Lightning reaching the same rates and sizes."""
 
 from __future__ import annotations
 
+import inspect
 import math
 import sys
 import warnings
@@ -348,6 +349,27 @@ def test_the_callbacks_search_then_fit_as_a_fit_without_them(make_trainer):
     assert same(weights(searched), weights(plain))
 
 
+def test_a_search_from_a_later_epoch_leaves_the_running_fit_where_it_was(make_trainer):
+    class AtEpochOne(LearningRateFinder):
+        def on_fit_start(self, trainer, pl_module):
+            return
+
+        def on_train_epoch_start(self, trainer, pl_module):
+            if trainer.current_epoch == 1:
+                self.lr_find(trainer, pl_module)
+
+    finder = AtEpochOne(min_lr=1e-4, num_training_steps=20, early_stop_threshold=None)
+    model = Tunable(batch_size=8)  # 16 batches an epoch
+    trainer = make_trainer(max_epochs=3, callbacks=[finder])
+    trainer.fit(model)
+    assert finder.optimal_lr is not None and len(finder.optimal_lr.results["lr"]) == 20
+    assert model.lr == finder.optimal_lr.suggestion()
+    # every epoch ran its 16 steps once: the search's 20 steps are not counted
+    assert (trainer.current_epoch, trainer.global_step) == (3, 48)
+    # steps: 48 of the fit, 20 of the search (without validation), 3 validations of 8 batches
+    assert len(model.batch_sizes) == 48 + 20 + 3 * 8
+
+
 # ---- arguments, as Lightning checks them ------------------------------------------------------
 def test_the_tuner_checks_its_arguments_as_lightning_does(make_trainer):
     tuner = Tuner(make_trainer())
@@ -463,3 +485,36 @@ def test_lightning_finds_the_same_rate_and_sizes(trainkit_tuning, tmp_path):
     assert ours["fit"]["batch_size"] == theirs["fit"]["batch_size"]
     assert ours["fit"]["weights"] == pytest.approx(theirs["fit"]["weights"], abs=1e-6)
     assert ours["metrics"] == pytest.approx(theirs["metrics"], abs=1e-6)
+
+
+def test_the_callback_rows_of_the_compat_page_list_the_signatures():
+    from tests.test_compat_doc import documented_arguments
+
+    for callback in (LearningRateFinder, BatchSizeFinder):
+        signature = [p for p in inspect.signature(callback.__init__).parameters if p != "self"]
+        assert documented_arguments(callback.__name__) == signature
+
+
+@lightning_installed
+@pytest.mark.lightning
+def test_the_signatures_are_lightnings():
+    from lightning.pytorch import callbacks
+    from lightning.pytorch.tuner import Tuner as LightningTuner
+    from lightning.pytorch.tuner.lr_finder import _LRFinder
+
+    def parameters(function):
+        return [(p.name, p.default, p.kind) for p in inspect.signature(function).parameters.values()]
+
+    pairs = [
+        (Tuner.lr_find, LightningTuner.lr_find),
+        (Tuner.scale_batch_size, LightningTuner.scale_batch_size),
+        (LearningRateFinder.__init__, callbacks.LearningRateFinder.__init__),
+        (LearningRateFinder.lr_find, callbacks.LearningRateFinder.lr_find),
+        (BatchSizeFinder.__init__, callbacks.BatchSizeFinder.__init__),
+        (BatchSizeFinder.scale_batch_size, callbacks.BatchSizeFinder.scale_batch_size),
+        (LRFinder.__init__, _LRFinder.__init__),
+        (LRFinder.suggestion, _LRFinder.suggestion),
+        (LRFinder.plot, _LRFinder.plot),
+    ]
+    for ours, theirs in pairs:
+        assert parameters(ours) == parameters(theirs), ours.__qualname__
