@@ -503,7 +503,9 @@ def test_the_signatures_are_lightnings():
     from lightning.pytorch.tuner.lr_finder import _LRFinder
 
     def parameters(function):
-        return [(p.name, p.default, p.kind) for p in inspect.signature(function).parameters.values()]
+        return [
+            (p.name, p.default, p.kind) for p in inspect.signature(function).parameters.values()
+        ]
 
     pairs = [
         (Tuner.lr_find, LightningTuner.lr_find),

@@ -38,15 +38,14 @@ class BatchSizeSearch:
 
     def __init__(
         self,
-        trainer: TrainerView,
+        state: RunState,
         search: Search,
         batch_arg_name: str,
         steps_per_trial: int,
         max_val: int,
         eval_trials: EvalTrials | None,
     ) -> None:
-        self.trainer = trainer
-        self.state: RunState = trainer.run_state
+        self.state = state
         self.search = search
         self.name = batch_arg_name
         self.steps_per_trial = steps_per_trial
@@ -262,7 +261,7 @@ def scale_batch_size(
     with Search(state, "scale_batch_size") as search:
         state.callbacks = []
         finder = BatchSizeSearch(
-            trainer, search, batch_arg_name, steps_per_trial, max_val, eval_trials
+            state, search, batch_arg_name, steps_per_trial, max_val, eval_trials
         )
         finder.setup()
         new_size, _ = finder.adjust(value=init_val)

@@ -64,8 +64,12 @@ class Search:
         state.preemption = None  # so the save below is complete on disk when it returns
         path = str(Path(state.default_root_dir) / f".{self.name}_{uuid.uuid4().hex}.ckpt")
         self.path = strategy.broadcast(path)  # rank 0's name: the file it writes
-        checkpoint_state.save(state, self.path)
-        strategy.barrier()
+        try:
+            checkpoint_state.save(state, self.path)
+            strategy.barrier()
+        except BaseException:
+            self._put_back(self.kept)
+            raise
         state.loggers = []  # a search logs nothing
         state.stop.should_stop = False
         state.stop.resume = None  # a resumed fit's pending RNG states and skip wait for its loop

@@ -10,6 +10,8 @@ from trainkit.errors import MisconfigurationError
 
 if TYPE_CHECKING:
     from trainkit.callbacks.base import Callback
+    from trainkit.callbacks.batch_size_finder import BatchSizeFinder
+    from trainkit.callbacks.lr_finder import LearningRateFinder
     from trainkit.datamodule import DataModule
     from trainkit.module import TrainModule
     from trainkit.tuner.lr_finder import LRFinder
@@ -163,7 +165,7 @@ class Tuner:
 
     def _run_with(
         self,
-        finder: Callback,
+        finder: LearningRateFinder | BatchSizeFinder,
         model: TrainModule,
         method: Method,
         train_dataloaders: object,
@@ -174,7 +176,7 @@ class Tuner:
         """Run ``method`` with ``finder`` first among the callbacks; it ends the stage once its
         search is done (``early_exit``), and leaves the callbacks after."""
         trainer = self._trainer
-        finder.early_exit = True  # type: ignore[attr-defined]  # both finders have it
+        finder.early_exit = True
         callbacks = trainer.callbacks
         callbacks.insert(0, finder)
         try:
