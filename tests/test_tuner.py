@@ -447,6 +447,7 @@ def trainkit_tuning(tmp_path_factory):
     return run_program("tuner", tmp_path_factory.mktemp("tuner"), "1")
 
 
+@pytest.mark.xdist_group("tuning_program")  # one pytest-xdist worker runs the program once
 def test_the_tuning_program_finds_a_rate_and_sizes_under_trainkit(trainkit_tuning):
     lr_find, sizes = trainkit_tuning["lr_find"], trainkit_tuning["sizes"]
     assert lr_find["model_lr"] == lr_find["suggestion"] in lr_find["lr"]
@@ -468,6 +469,7 @@ lightning_installed = pytest.mark.skipif(
 
 @lightning_installed
 @pytest.mark.lightning
+@pytest.mark.xdist_group("tuning_program")
 @pytest.mark.timeout(300)
 def test_lightning_finds_the_same_rate_and_sizes(trainkit_tuning, tmp_path):
     theirs = run_program("tuner", tmp_path, "1", lightning=True)
