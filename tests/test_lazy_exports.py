@@ -31,6 +31,7 @@ def declared_imports(path: Path) -> dict[str, str]:
         ("trainkit", PACKAGE / "__init__.py", {"__version__"}),
         ("trainkit.callbacks", PACKAGE / "callbacks" / "__init__.py", {"Callback", "Checkpoint"}),
         ("trainkit.cli", PACKAGE / "cli" / "__init__.py", set()),
+        ("trainkit.tuner", PACKAGE / "tuner" / "__init__.py", set()),
     ],
 )
 def test_lazy_names_are_declared_for_type_checkers(package, path, eager):

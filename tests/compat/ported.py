@@ -20,6 +20,7 @@ LIGHTNING_IMPORTS = [
     ("from trainkit.strategies import", "from lightning.pytorch.strategies import"),
     ("from trainkit.cli import", "from lightning.pytorch.cli import"),
     ("from trainkit.plugins import", "from lightning.pytorch.plugins import"),
+    ("from trainkit.tuner import", "from lightning.pytorch.tuner import"),
     ("from trainkit import", "from lightning.pytorch import"),
     ("import trainkit as pl", "import lightning.pytorch as pl"),
 ]

@@ -25,13 +25,17 @@ _LAZY = {
     "StochasticWeightAveraging": "trainkit.callbacks.stochastic_weight_avg",
     "GradientAccumulationScheduler": "trainkit.callbacks.gradient_accumulation_scheduler",
     "Timer": "trainkit.callbacks.timer",
+    "LearningRateFinder": "trainkit.callbacks.lr_finder",
+    "BatchSizeFinder": "trainkit.callbacks.batch_size_finder",
 }
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time each loads on first use
+    from trainkit.callbacks.batch_size_finder import BatchSizeFinder
     from trainkit.callbacks.checkpoint import ModelCheckpoint
     from trainkit.callbacks.early_stopping import EarlyStopping, EarlyStoppingReason
     from trainkit.callbacks.finetuning import BackboneFinetuning, BaseFinetuning
     from trainkit.callbacks.gradient_accumulation_scheduler import GradientAccumulationScheduler
+    from trainkit.callbacks.lr_finder import LearningRateFinder
     from trainkit.callbacks.lr_monitor import LearningRateMonitor
     from trainkit.callbacks.model_summary import ModelSummary
     from trainkit.callbacks.on_exception_checkpoint import OnExceptionCheckpoint
@@ -46,11 +50,13 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each loads 
 __all__ = [
     "BackboneFinetuning",
     "BaseFinetuning",
+    "BatchSizeFinder",
     "Callback",
     "Checkpoint",
     "EarlyStopping",
     "EarlyStoppingReason",
     "GradientAccumulationScheduler",
+    "LearningRateFinder",
     "LearningRateMonitor",
     "ModelCheckpoint",
     "ModelSummary",

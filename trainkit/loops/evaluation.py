@@ -47,12 +47,15 @@ class EvalLoop:
         inference = state.inference_mode and state.stage != "fit"
         grad_off = torch.inference_mode() if inference else torch.no_grad()
         limit_name = f"limit_{'val' if stage == 'validation' else stage}_batches"
+        given = list(loaders)
         totals = [limited_batches(loader, limit, limit_name) for loader in loaders]
         # known before the start hooks, so a progress bar shows the right total from the start
         state.num_eval_batches = int(totals[0]) if totals and totals[0] != math.inf else 0
         try:
             with grad_off:
                 hooks.call(f"on_{stage}_start")
+                if loaders != given:  # a start hook replaced them (BatchSizeFinder resized them)
+                    totals = [limited_batches(loader, limit, limit_name) for loader in loaders]
                 hooks.call(f"on_{stage}_epoch_start")
                 for loader_idx, (loader, total) in enumerate(zip(loaders, totals)):
                     state.num_eval_batches = int(total) if total != math.inf else 0

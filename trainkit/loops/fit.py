@@ -91,21 +91,28 @@ class FitLoop:
             EvalLoop(state, "validation").run(state.val_loaders, 1.0 if steps == -1 else steps)
             hooks.call("on_sanity_check_end")
             state.sanity_checking = False
+        self.train()
+        if state.stop.preempted is None:  # a preempted fit has not ended: it resumes later
+            hooks.call("on_fit_end")
+
+    def train(self) -> None:
+        """The training epochs, from ``on_train_start`` to ``on_train_end`` (also what a tuner's
+        trial runs, inside a fit that has started)."""
+        state = self.state
         checkpoint_state.restore_rng(state)
-        hooks.call("on_train_start")
+        state.hooks.call("on_train_start")
         while not state.fit_done:
             self.run_epoch()
-        if state.stop.preempted is None:  # a preempted fit has not ended: it resumes later
-            hooks.call("on_train_end")
-            hooks.call("on_fit_end")
+        if state.stop.preempted is None:
+            state.hooks.call("on_train_end")
 
     def run_epoch(self) -> None:
         state = self.state
         position = state.position
         every = state.limits.reload_dataloaders_every_n_epochs
         if every and state.reload_loaders and position.epoch and position.epoch % every == 0:
-            train, state.val_loaders = state.reload_loaders()
-            state.train_loader = train[0]
+            state.train_loader = state.reload_loaders("train")[0]
+            state.val_loaders = state.reload_loaders("val")
         loader = state.train_loader
         set_sampler_epoch(loader, position.epoch)
         position.epoch_batches = limited_batches(

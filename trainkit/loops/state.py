@@ -205,8 +205,11 @@ class RunState:
     inference_mode: bool = True  # evaluation under torch.inference_mode (else no_grad)
     nonfinite_loss: str = "stop"  # a NaN/inf loss: "stop" the fit, "warn" once, or "ignore"
     compile_options: Any = None  # torch.compile's arguments, or a user's compiler (None: off)
-    # () -> (train loaders, val loaders), for reloading every N epochs
-    reload_loaders: Callable[[], tuple[list[Any], list[Any]]] | None = None
+    # kind ('train', 'val', 'test', 'predict') -> that kind's loaders asked for again from the
+    # module's or datamodule's hooks (reloading every N epochs, a new batch size); None when the
+    # stage was given its loaders
+    reload_loaders: Callable[[str], list[Any]] | None = None
+    stage_loaders: list[Any] = field(default_factory=list)  # validate/test/predict's, as run
 
     # While a stage runs the Trainer has set these handles; the loops read them through the
     # accessors below (once per loop method, never per batch), which say so if one is missing.

@@ -27,6 +27,7 @@ from trainkit.trainer.properties import find_checkpoint_callback
 from trainkit.trainer.settings import StageSettings
 from trainkit.trainer.stage import log_hyperparams, setup_fit, setup_run, teardown_run
 from trainkit.trainer.summary import describe_run, print_closing, print_summary, resumed
+from trainkit.tuner.search import TunerExit
 
 
 class StageRunner:
@@ -91,6 +92,8 @@ class StageRunner:
             if stage == "predict":
                 return self._predict(ckpt_path, *loaders)
             return self._evaluate(stage, ckpt_path, *loaders)
+        except TunerExit:  # the Tuner ran this stage only to tune: it ends after the search
+            return None
         except BaseException as error:
             state.hooks.call_callbacks("on_exception", error)
             checkpoint_state.finish_saves(state, error)  # the save in flight lands first
@@ -156,10 +159,12 @@ class StageRunner:
             print_summary(self.run_summary)
         from trainkit.loops.preemption import run_watching_stop_signals
 
-        if train_loaders is None and state.limits.reload_dataloaders_every_n_epochs:
-            state.reload_loaders = lambda: (
-                self._loaders("train", None),
-                self._loaders("val", None),
+        # loaders from the module's or datamodule's hooks can be asked for again: every N
+        # epochs, or at a new batch size (BatchSizeFinder)
+        state.reload_loaders = None
+        if train_loaders is None:
+            state.reload_loaders = lambda kind: self._loaders(
+                kind, val_loaders if kind == "val" else None
             )
         checkpoint_callback = find_checkpoint_callback(state.callbacks)
         log_dir = state.log_dir or state.default_root_dir
@@ -224,6 +229,10 @@ class StageRunner:
     ) -> list[Any]:
         """The loaders of validate/test/predict, with the module on its device and weights loaded."""
         loaders = self._loaders(kind, given)
+        self.state.stage_loaders = loaders
+        self.state.reload_loaders = None
+        if given is None:
+            self.state.reload_loaders = lambda kind: self._loaders(kind, None)
         if not loaders:
             raise MisconfigurationError(
                 f"{stage} needs data: pass dataloaders or a datamodule with one"
