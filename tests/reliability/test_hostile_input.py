@@ -65,8 +65,11 @@ def write_inputs(folder: Path, last: Path) -> None:
     (folder / "garbage.ckpt").write_bytes(os.urandom(4096))
     blob = last.read_bytes()
     (folder / "truncated.ckpt").write_bytes(blob[: len(blob) // 2])
+    weights = torch.load(last, weights_only=True)["state_dict"]
+    largest = max(weights.values(), key=lambda tensor: tensor.numel()).numpy().tobytes()
+    inside = blob.index(largest) + len(largest) // 2  # inside the weights' bytes, not padding
     flipped = bytearray(blob)
-    flipped[len(blob) // 2] ^= 0xFF  # one bit pattern inside the weights: torch loads it as is
+    flipped[inside] ^= 0xFF  # a bit pattern torch loads as is, without a check
     (folder / "flipped.ckpt").write_bytes(bytes(flipped))
     torch.save({"state_dict": {}, "thing": Path("/x")}, folder / "pickled.ckpt")
     torch.save({"state_dict": {}, "payload": RunsACommand()}, folder / "malicious.ckpt")

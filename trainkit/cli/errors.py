@@ -107,6 +107,9 @@ def class_path_problem(key: str, path: str, reason: str, help_hint: str) -> str:
             f"{key} class_path {path!r}: importing {module!r} failed ({reason}); install "
             f"what it imports (pip install {missing.group(1).partition('.')[0]})"
         )
+    denied = _DENIED.search(reason)
+    if denied:
+        return _denied_import(key, path, denied.group(1))
     no_attribute = _NO_ATTRIBUTE.search(reason)
     if no_attribute:
         return (
@@ -116,6 +119,24 @@ def class_path_problem(key: str, path: str, reason: str, help_hint: str) -> str:
     return (
         f"{key} class_path {path!r} cannot be used ({reason}); expected an importable class "
         f"like my_package.MyModel; {help_hint}"
+    )
+
+
+_DENIED = re.compile(r"not allowed, denied by the '([^']+)' entry of the import path denylist")
+
+
+def _denied_import(key: str, path: str, entry: str) -> str:
+    """A class path the import policy refuses (cli/import_policy.py), with the way to allow it."""
+    from trainkit.cli.import_policy import ALLOWLIST_ENV
+
+    if entry == "*":
+        return (
+            f"{key} class_path {path!r} is outside {ALLOWLIST_ENV}; expected a class of an "
+            f"allowed package; add {path.partition('.')[0]!r} to {ALLOWLIST_ENV} if you trust it"
+        )
+    return (
+        f"{key} class_path {path!r} names {entry!r}, which a config may not import (it runs "
+        "commands or code by name); expected a model, data or callback class"
     )
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainkit.cli.argv import print_help_with_classes, typed_device_options, wants_help
 from trainkit.cli.failures import dry_run_errors, one_line_parse_errors, one_line_run_errors
+from trainkit.cli.import_policy import apply_import_policy
 from trainkit.cli.input_limits import check_config_inputs
 from trainkit.cli.lightning_parsing import CLIParserSetup, trainkit_trainer
 from trainkit.cli.run_options import DRY_RUN
@@ -101,6 +102,7 @@ class LightningCLI(CLIParserSetup):
             one_line_parse_errors, self.prog, argv or [], self.help_hint, self._known_parser
         )
         with one_line():
+            apply_import_policy()  # what a class_path may import
             if argv:  # sizes, depth, alias and interpolation expansion, before any YAML parser
                 check_config_inputs(argv)
             self.setup_parser(run, main_kwargs, subparser_kwargs)

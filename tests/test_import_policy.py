@@ -1,0 +1,57 @@
+"""What a config's class_path may import: never what runs commands or code by name (os,
+subprocess, pickle, importlib, ...), and with TRAINKIT_IMPORT_ALLOWLIST only the packages named
+there (plus trainkit, torch and torchmetrics). Each refusal is one line, exit 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import cli_env
+from trainkit.cli.import_policy import allowlist
+from trainkit.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "entry"),
+    [
+        ("--model", "os.path.join", "os"),
+        ("--trainer.callbacks+", "subprocess.Popen", "subprocess"),
+        ("--data", "pickle.Unpickler", "pickle"),
+    ],
+)
+def test_a_class_path_that_runs_code_by_name_is_refused(
+    run_cli, autoencoder_config, option, value, entry
+):
+    result = run_cli("fit", "-c", autoencoder_config, f"{option}={value}")
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert f"class_path {value!r} names {entry!r}, which a config may not import" in line
+
+
+def test_with_an_allowlist_only_its_packages_and_trainkits_own_are_importable(
+    run_cli, autoencoder_config, tmp_path
+):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "__init__.py").write_text(
+        "from trainkit.demos.autoencoder import AutoEncoder as Mine\n"
+    )
+    quick = ["--trainer.max_epochs", "1", "--data.num_samples", "64"]
+    allowed = cli_env(TRAINKIT_IMPORT_ALLOWLIST="mine")
+    ok = run_cli("fit", "-c", autoencoder_config, "--model", "mine.Mine", *quick, env=allowed)
+    assert ok.returncode == 0, ok.stderr
+    refused = run_cli(
+        "fit", "-c", autoencoder_config, "--model", "tests.helpers.models.Failing", env=allowed
+    )
+    assert refused.returncode == 2
+    assert "is outside TRAINKIT_IMPORT_ALLOWLIST" in refused.stderr
+    assert "add 'tests' to TRAINKIT_IMPORT_ALLOWLIST if you trust it" in refused.stderr
+
+
+def test_allowlist_entries_are_dotted_names():
+    assert allowlist({"TRAINKIT_IMPORT_ALLOWLIST": " mine, mine.models ,"}) == [
+        "mine",
+        "mine.models",
+    ]
+    for bad in ("my-proj", "jsonargparse", "mine,../x"):
+        with pytest.raises(ConfigError, match="TRAINKIT_IMPORT_ALLOWLIST"):
+            allowlist({"TRAINKIT_IMPORT_ALLOWLIST": bad})
