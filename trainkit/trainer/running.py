@@ -4,6 +4,7 @@ owns one ``StageRunner`` and gives it the run state and the settings it reads.""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -41,6 +42,7 @@ class StageRunner:
         self.owner = owner
         self.settings = settings
         self.run_summary: RunSummary | None = None  # the startup numbers of the latest fit
+        self._closing: Callable[[], None] | None = None  # a fit's closing lines, after teardown
 
     @property
     def strategy(self) -> Strategy:
@@ -101,6 +103,9 @@ class StageRunner:
             raise
         finally:
             teardown_run(state, stage, status)
+            closing, self._closing = self._closing, None
+            if closing is not None:
+                closing()
 
     def run_in_spawned_rank(
         self,
@@ -180,7 +185,9 @@ class StageRunner:
             self._report_dry_run(settings.dry_run)
             return
         if show_summary and state.stop.preempted is None:
-            print_closing(state, checkpoint_callback, time.perf_counter() - started)
+            # said once the stage is torn down: a progress bar still drawing would overwrite it
+            seconds = time.perf_counter() - started
+            self._closing = lambda: print_closing(state, checkpoint_callback, seconds)
 
     def _report_dry_run(self, planned: LoopLimits) -> None:
         """Check what the batches logged against what is monitored, gather every rank's
