@@ -75,3 +75,25 @@ def test_the_closing_summary_names_the_best_monitored_value(tmp_path, capsys):
     best = trainer.checkpoint_callback.best_model_score
     assert f"(val_loss={float(best):.6g})" in closing
     assert trainer.checkpoint_callback.best_model_path in closing
+
+
+@pytest.mark.parametrize(
+    ("logger", "view"),
+    [("csv", None), ("tensorboard", "tensorboard --logdir"), ("both", "tensorboard --logdir")],
+)
+def test_the_closing_lines_suggest_a_viewer_only_for_loggers_that_have_one(
+    tmp_path, capsys, logger, view
+):
+    from trainkit import Trainer
+    from trainkit.loggers import CSVLogger, TensorBoardLogger
+
+    made = {
+        "csv": [CSVLogger(str(tmp_path))],
+        "tensorboard": [TensorBoardLogger(str(tmp_path))],
+        "both": [CSVLogger(str(tmp_path)), TensorBoardLogger(str(tmp_path))],
+    }[logger]
+    Trainer(accelerator="cpu", max_epochs=1, default_root_dir=str(tmp_path), logger=made).fit(
+        Regression(), regression_loader()
+    )
+    (logs,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  logs ")]
+    assert (view in logs) if view else ("(" not in logs), logs

@@ -67,6 +67,11 @@ class Logger:
         folder = Path(self.root_dir) / version
         return str(folder / self.sub_dir) if self.sub_dir else str(folder)
 
+    @property
+    def view_command(self) -> str | None:
+        """The command that shows this logger's records, for the closing lines (None: none)."""
+        return None
+
     def prefixed(self, metrics: dict[str, float]) -> dict[str, float]:
         """``metrics`` with this logger's prefix joined to every name (``prefix-name``)."""
         if not self.prefix:

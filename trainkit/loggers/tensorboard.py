@@ -13,6 +13,10 @@ if TYPE_CHECKING:
 class TensorBoardLogger(Logger):
     """Write scalars and hyperparameters as TensorBoard events under ``log_dir``."""
 
+    @property
+    def view_command(self) -> str | None:
+        return f"tensorboard --logdir {self.log_dir}"
+
     def __init__(
         self,
         save_dir: str = ".",

@@ -112,5 +112,7 @@ def print_closing(
     if callback is not None and callback.last_model_path:
         lines.append(f"  last checkpoint  {callback.last_model_path}")
     if state.loggers:
-        lines.append(f"  logs             {state.log_dir}  (tensorboard --logdir {state.log_dir})")
+        views = [logger.view_command for logger in state.loggers if logger.view_command]
+        shown = f"  ({'; '.join(views)})" if views else ""
+        lines.append(f"  logs             {state.log_dir}{shown}")
     print("\n".join(lines), flush=True)
