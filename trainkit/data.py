@@ -35,8 +35,9 @@ _LOADER_ARGS = (
 )
 
 
-def move_to_device(batch: object, device: torch.device) -> Any:
-    """Move every tensor in a (nested) batch to ``device``."""
+def move_to_device(batch: object, device: torch.device | str | int) -> Any:
+    """Move every tensor in a (nested) batch to ``device``, and every object with a ``to``
+    method (a batch class of the user's) with that method."""
     if isinstance(batch, torch.Tensor):
         return batch.to(device, non_blocking=True)
     if isinstance(batch, dict):
@@ -45,7 +46,12 @@ def move_to_device(batch: object, device: torch.device) -> Any:
         return type(batch)(*(move_to_device(v, device) for v in batch))
     if isinstance(batch, list | tuple):
         return type(batch)(move_to_device(v, device) for v in batch)
+    if not isinstance(batch, type) and callable(getattr(batch, "to", None)):
+        return batch.to(device)  # pyright: ignore[reportAttributeAccessIssue]
     return batch
+
+
+move_data_to_device = move_to_device  # Lightning's name (trainkit.utilities.move_data_to_device)
 
 
 def prepare_loader(
@@ -128,7 +134,10 @@ def _rebuild(
 
 
 def set_sampler_epoch(loader: object, epoch: int) -> None:
-    """Call ``set_epoch`` on the loader's sampler(s) so each epoch shuffles differently."""
+    """Call ``set_epoch`` on the loader's sampler(s) so each epoch shuffles differently (on
+    each loader's, for loaders read together: those with ``flattened``)."""
+    for inner in getattr(loader, "flattened", ()):
+        set_sampler_epoch(inner, epoch)
     for holder in (getattr(loader, "sampler", None), getattr(loader, "batch_sampler", None)):
         for candidate in (holder, getattr(holder, "sampler", None)):
             if candidate is not None and hasattr(candidate, "set_epoch"):
@@ -156,11 +165,3 @@ def limited_batches(loader: Any, limit: int | float, key: str) -> int | float:
     if limit == 1.0 or total == math.inf:
         return total
     return int(total * limit)
-
-
-def as_loader_list(loaders: object) -> list[Any]:
-    if loaders is None:
-        return []
-    if isinstance(loaders, list | tuple):
-        return list(loaders)
-    return [loaders]

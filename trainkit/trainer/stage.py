@@ -57,16 +57,11 @@ def new_run_state(
 
 
 def publish_rank(rank: int) -> None:
-    """Tell rank-zero-only decorators this process's rank: ``rank_zero_only.rank`` of trainkit
-    and of lightning_utilities (which torchmetrics and Lightning-era code use)."""
-    from trainkit.distributed.comm import rank_zero_only
+    """Tell rank-zero-only decorators this process's rank: ``rank_zero_only.rank``, one object
+    for trainkit, lightning_utilities and torchmetrics (Lightning-era code uses it too)."""
+    from trainkit.distributed.comm import set_rank
 
-    rank_zero_only.rank = rank  # type: ignore[attr-defined]
-    try:
-        from lightning_utilities.core.rank_zero import rank_zero_only as utilities_rank_zero_only
-    except ImportError:
-        return
-    utilities_rank_zero_only.rank = rank
+    set_rank(rank)
 
 
 def setup_run(
