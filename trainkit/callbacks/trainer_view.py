@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from trainkit.loops.state import RunState
     from trainkit.module import TrainModule
     from trainkit.optim import SchedulerConfig
-    from trainkit.profiler import PassThroughProfiler
+    from trainkit.profilers import Profiler
     from trainkit.strategies.base import Strategy
     from trainkit.strategies.precision import Precision
 
@@ -109,7 +109,7 @@ class TrainerView(Protocol):
     @property
     def precision_plugin(self) -> Precision: ...
     @property
-    def profiler(self) -> PassThroughProfiler: ...
+    def profiler(self) -> Profiler: ...
     @property
     def world_size(self) -> int: ...
     @property

@@ -178,7 +178,7 @@ class RunState:
     precision: Any  # the Precision plugin (strategies/precision.py)
     hooks: Hooks
     metrics: Metrics
-    profiler: Any  # a PassThroughProfiler (profiler.py)
+    profiler: Any  # a Profiler (profilers/)
     board: RankMarker  # this rank's
     callbacks: list[Any] = field(default_factory=list)  # Callback instances
     loggers: list[Any] = field(default_factory=list)  # Logger instances

@@ -15,7 +15,7 @@ from trainkit.loggers.base import Logger
 from trainkit.loops.state import RunState
 from trainkit.module import TrainModule
 from trainkit.optim import SchedulerConfig
-from trainkit.profiler import PassThroughProfiler
+from trainkit.profilers import Profiler
 from trainkit.strategies import Strategy
 from trainkit.strategies.precision import Precision
 from trainkit.trainer.settings import StageSettings
@@ -175,7 +175,7 @@ def logger(self: OwnsRunState) -> Logger | None:
 
 
 @property
-def profiler(self: OwnsRunState) -> PassThroughProfiler:
+def profiler(self: OwnsRunState) -> Profiler:
     return self.run_state.profiler
 
 
