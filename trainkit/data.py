@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterable, Sized
+from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import Any, cast
 
 import torch
@@ -131,6 +131,40 @@ def _rebuild(
     if sampler is None:
         sampler = loader.sampler
     return DataLoader(loader.dataset, sampler=sampler, **kwargs)
+
+
+class IndexRecorder(Sampler[list[int]]):
+    """A batch sampler that remembers the dataset indices of every batch it gives, in order
+    (``seen[batch_idx]``: workers may draw ahead of the batch being processed)."""
+
+    def __init__(self, batch_sampler: Iterable[list[int]]) -> None:
+        self.batch_sampler = batch_sampler
+        self.seen: list[list[int]] = []
+
+    def __iter__(self) -> Iterator[list[int]]:
+        self.seen = []
+        for indices in self.batch_sampler:
+            self.seen.append(list(indices))
+            yield indices
+
+    def __len__(self) -> int:
+        return len(self.batch_sampler)  # type: ignore[arg-type]
+
+
+def recording_indices(loader: object) -> tuple[Any, IndexRecorder | None]:
+    """``loader`` rebuilt to record each batch's dataset indices (a DataLoader with a batch
+    sampler), or as it is with None."""
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    if not isinstance(loader, DataLoader) or batch_sampler is None:
+        return loader, None
+    recorder = IndexRecorder(batch_sampler)
+    kwargs = {name: getattr(loader, name) for name in _LOADER_ARGS}
+    for name in ("batch_size", "drop_last"):  # given by the batch sampler
+        kwargs.pop(name)
+    if kwargs["num_workers"] == 0:
+        kwargs.pop("prefetch_factor")
+        kwargs["persistent_workers"] = False
+    return DataLoader(loader.dataset, batch_sampler=recorder, **kwargs), recorder
 
 
 def set_sampler_epoch(loader: object, epoch: int) -> None:

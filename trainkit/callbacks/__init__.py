@@ -25,16 +25,22 @@ _LAZY = {
     "StochasticWeightAveraging": "trainkit.callbacks.stochastic_weight_avg",
     "GradientAccumulationScheduler": "trainkit.callbacks.gradient_accumulation_scheduler",
     "Timer": "trainkit.callbacks.timer",
+    "LambdaCallback": "trainkit.callbacks.lambda_function",
+    "BasePredictionWriter": "trainkit.callbacks.prediction_writer",
+    "DeviceStatsMonitor": "trainkit.callbacks.device_stats_monitor",
 }
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time each loads on first use
     from trainkit.callbacks.checkpoint import ModelCheckpoint
+    from trainkit.callbacks.device_stats_monitor import DeviceStatsMonitor
     from trainkit.callbacks.early_stopping import EarlyStopping, EarlyStoppingReason
     from trainkit.callbacks.finetuning import BackboneFinetuning, BaseFinetuning
     from trainkit.callbacks.gradient_accumulation_scheduler import GradientAccumulationScheduler
+    from trainkit.callbacks.lambda_function import LambdaCallback
     from trainkit.callbacks.lr_monitor import LearningRateMonitor
     from trainkit.callbacks.model_summary import ModelSummary
     from trainkit.callbacks.on_exception_checkpoint import OnExceptionCheckpoint
+    from trainkit.callbacks.prediction_writer import BasePredictionWriter
     from trainkit.callbacks.progress import ProgressBar
     from trainkit.callbacks.rich_bars import RichProgressBarTheme
     from trainkit.callbacks.rich_model_summary import RichModelSummary
@@ -46,11 +52,14 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each loads 
 __all__ = [
     "BackboneFinetuning",
     "BaseFinetuning",
+    "BasePredictionWriter",
     "Callback",
     "Checkpoint",
+    "DeviceStatsMonitor",
     "EarlyStopping",
     "EarlyStoppingReason",
     "GradientAccumulationScheduler",
+    "LambdaCallback",
     "LearningRateMonitor",
     "ModelCheckpoint",
     "ModelSummary",

@@ -125,6 +125,8 @@ class TrainerView(Protocol):
     @property
     def lr_scheduler_configs(self) -> list[SchedulerConfig]: ...
     @property
+    def predict_loop(self) -> Any: ...  # the latest predict's predictions and batch indices
+    @property
     def train_loader(self) -> Any: ...  # the user's loader (any iterable), as prepared
     @property
     def val_loaders(self) -> list[Any]: ...

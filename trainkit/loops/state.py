@@ -204,6 +204,7 @@ class RunState:
     model_callbacks_added: bool = False
     inference_mode: bool = True  # evaluation under torch.inference_mode (else no_grad)
     compile_options: Any = None  # torch.compile's arguments, or a user's compiler (None: off)
+    predict_loop: Any = None  # the PredictLoop of the latest predict (predictions, indices)
     # () -> (train loaders, val loaders), for reloading every N epochs
     reload_loaders: Callable[[], tuple[list[Any], list[Any]]] | None = None
 

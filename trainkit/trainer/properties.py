@@ -131,6 +131,13 @@ def lr_scheduler_configs(self: OwnsRunState) -> list[SchedulerConfig]:
 
 
 @property
+def predict_loop(self: OwnsRunState) -> Any:
+    """The latest predict's loop: ``predictions``, ``epoch_batch_indices``,
+    ``current_batch_indices`` (None before a predict)."""
+    return self.run_state.predict_loop
+
+
+@property
 def train_loader(self: OwnsRunState) -> Any:
     return self.run_state.train_loader
 

@@ -347,6 +347,7 @@ class Trainer:
     datamodule = readouts.datamodule
     optimizers = readouts.optimizers
     lr_scheduler_configs = readouts.lr_scheduler_configs
+    predict_loop = readouts.predict_loop
     train_loader = readouts.train_loader
     val_loaders = readouts.val_loaders
     train_dataloader = readouts.train_dataloader
