@@ -190,7 +190,12 @@ def test_possible_user_warnings_can_be_silenced():
 
 
 def test_is_picklable_and_attribute_dict():
+    from trainkit.utilities.parsing import clean_namespace
+
     assert is_picklable({"lr": 0.1}) and not is_picklable(lambda: 0)
+    hparams = {"lr": 0.1, "schedule": lambda step: step}
+    clean_namespace(hparams)
+    assert hparams == {"lr": 0.1}
     params = AttributeDict(lr=0.1)
     params.layers = 2
     assert params == {"lr": 0.1, "layers": 2} and params.lr == 0.1

@@ -1,5 +1,6 @@
 """Finding a hyperparameter wherever a program keeps it (``lightning_getattr``: the module,
-its ``hparams``, the datamodule and its ``hparams``), and whether a value pickles."""
+its ``hparams``, the datamodule and its ``hparams``), and whether a value pickles
+(``clean_namespace`` drops those that do not)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from trainkit.hparams import AttributeDict
 
 __all__ = [
     "AttributeDict",
+    "clean_namespace",
     "is_picklable",
     "lightning_getattr",
     "lightning_hasattr",
@@ -24,6 +26,12 @@ def is_picklable(obj: object) -> bool:
     except (pickle.PickleError, AttributeError, RuntimeError, TypeError):
         return False
     return True
+
+
+def clean_namespace(hparams: dict[str, Any]) -> None:
+    """Remove the entries that do not pickle (a checkpoint could not hold them)."""
+    for key in [key for key, value in hparams.items() if not is_picklable(value)]:
+        del hparams[key]
 
 
 def _holders(model: object, attribute: str) -> list[Any]:
