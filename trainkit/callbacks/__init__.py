@@ -28,6 +28,8 @@ _LAZY = {
     "LambdaCallback": "trainkit.callbacks.lambda_function",
     "BasePredictionWriter": "trainkit.callbacks.prediction_writer",
     "DeviceStatsMonitor": "trainkit.callbacks.device_stats_monitor",
+    "WeightAveraging": "trainkit.callbacks.weight_averaging",
+    "EMAWeightAveraging": "trainkit.callbacks.weight_averaging",
 }
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time each loads on first use
@@ -48,6 +50,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each loads 
     from trainkit.callbacks.stochastic_weight_avg import StochasticWeightAveraging
     from trainkit.callbacks.timer import Timer
     from trainkit.callbacks.tqdm_progress import TQDMProgressBar
+    from trainkit.callbacks.weight_averaging import EMAWeightAveraging, WeightAveraging
 
 __all__ = [
     "BackboneFinetuning",
@@ -56,6 +59,7 @@ __all__ = [
     "Callback",
     "Checkpoint",
     "DeviceStatsMonitor",
+    "EMAWeightAveraging",
     "EarlyStopping",
     "EarlyStoppingReason",
     "GradientAccumulationScheduler",
@@ -71,6 +75,7 @@ __all__ = [
     "StochasticWeightAveraging",
     "TQDMProgressBar",
     "Timer",
+    "WeightAveraging",
 ]
 
 
