@@ -98,3 +98,12 @@ def test_plugins_at_lightnings_paths(make_trainer):
     )
     assert precision.Precision is Precision
     assert isinstance(make_trainer().precision_plugin, Precision)
+
+
+def test_subpackages_are_attributes_of_the_package_as_in_lightning():
+    import trainkit as pl
+    from trainkit.utilities import rank_zero_only
+
+    assert pl.utilities.rank_zero_only is rank_zero_only
+    assert pl.profilers.SimpleProfiler.__name__ == "SimpleProfiler"
+    assert pl.callbacks.LambdaCallback.__name__ == "LambdaCallback"
