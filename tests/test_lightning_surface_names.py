@@ -129,13 +129,17 @@ def lightning_names() -> frozenset[str]:
 
 def in_trainkit(path: str) -> bool:
     """Whether trainkit has the name at the same path (``utilities.grad_norm`` ->
-    ``trainkit.utilities.grad_norm``)."""
+    ``trainkit.utilities.grad_norm``), in the trainkit package being tested (an editable
+    install of another checkout can answer imports of modules this one lacks)."""
+    import trainkit
+
     relative, _, name = path.rpartition(".")
     try:
         module = importlib.import_module(f"trainkit.{relative}" if relative else "trainkit")
     except ModuleNotFoundError:
         return False
-    return hasattr(module, name)
+    home = Path(trainkit.__file__).parent
+    return Path(module.__file__ or "").is_relative_to(home) and hasattr(module, name)
 
 
 def page_section() -> str:
