@@ -68,12 +68,20 @@ def test_rich_progress_bar_draws_epochs_metrics_and_validation(leave, bars):
 
 
 def test_tqdm_progress_bar_draws_on_stdout(capsys):
-    pytest.importorskip("tqdm")
     bar = TQDMProgressBar(refresh_rate=4, process_position=0, leave=True)
     fit(bar, enable_model_summary=False)
     out = capsys.readouterr().out
     assert "Epoch 0" in out and "Epoch 1" in out and "8/8" in out and "train_loss=" in out
     assert "Validation" in out and bar.process_position == 0 and bar.refresh_rate == 4
+
+
+def test_tqdm_is_a_dependency_so_lightnings_default_bar_always_works():
+    import tomllib
+
+    from tests.conftest import REPO
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert any(re.match(r"tqdm\b", spec) for spec in project["dependencies"])
 
 
 def test_refresh_rate_zero_draws_nothing(capsys):

@@ -1,5 +1,5 @@
 """The packages that load their names on first use (``trainkit``, ``trainkit.callbacks``,
-``trainkit.cli``) also
+``trainkit.cli``, ``trainkit.utilities``, ``trainkit.core``, ``trainkit.demos``) also
 declare them for type checkers: a literal ``__all__`` and ``TYPE_CHECKING`` imports that name the
 same modules as the lazy table, so ``from trainkit import Trainer`` is typed in an editor."""
 
@@ -32,6 +32,9 @@ def declared_imports(path: Path) -> dict[str, str]:
         ("trainkit.callbacks", PACKAGE / "callbacks" / "__init__.py", {"Callback", "Checkpoint"}),
         ("trainkit.cli", PACKAGE / "cli" / "__init__.py", set()),
         ("trainkit.tuner", PACKAGE / "tuner" / "__init__.py", set()),
+        ("trainkit.utilities", PACKAGE / "utilities" / "__init__.py", set()),
+        ("trainkit.core", PACKAGE / "core" / "__init__.py", set()),
+        ("trainkit.demos", PACKAGE / "demos" / "__init__.py", set()),
     ],
 )
 def test_lazy_names_are_declared_for_type_checkers(package, path, eager):

@@ -30,7 +30,7 @@ from trainkit.loops.preemption import Preemption, run_watching_stop_signals
 from trainkit.loops.state import LoopLimits, LoopPosition, ResumePoint, RunState
 from trainkit.loops.training_step import TrainingStep, extract_loss
 from trainkit.module import TrainModule
-from trainkit.profiler import build_profiler
+from trainkit.profilers import build_profiler
 from trainkit.seed import collect_rng_states
 from trainkit.strategies.base import Placement, Strategy
 from trainkit.strategies.precision import Precision

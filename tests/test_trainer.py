@@ -120,7 +120,7 @@ def test_bf16_mixed_trains_on_cpu(make_trainer):
         ({"gradient_clip_algorithm": "l1"}, "'l1'"),
         ({"val_check_interval": 1.5}, "1.5"),
         ({"num_nodes": 0}, "num_nodes"),
-        ({"profiler": "advanced"}, "'advanced'"),
+        ({"profiler": "fancy"}, "'fancy'"),
         ({"logger": "yes"}, "'yes'"),
     ],
 )

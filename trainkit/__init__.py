@@ -34,6 +34,21 @@ _LAZY = {
     "PREEMPTED_EXIT_CODE": "trainkit.distributed.signals",
 }
 
+# Lightning's subpackages, reachable as attributes of the package (each imported on first use)
+SUBPACKAGES = (
+    "accelerators",
+    "callbacks",
+    "cli",
+    "core",
+    "demos",
+    "loggers",
+    "plugins",
+    "profilers",
+    "strategies",
+    "trainer",
+    "utilities",
+)
+
 if TYPE_CHECKING:  # what type checkers and editors see; at run time each loads on first use
     from trainkit.callbacks.base import Callback
     from trainkit.callbacks.checkpoint import ModelCheckpoint
@@ -84,7 +99,9 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
-    if name in ("callbacks", "loggers", "strategies"):  # `pl.callbacks.EarlyStopping`, as Lightning
+    if (
+        name in SUBPACKAGES
+    ):  # `pl.callbacks.EarlyStopping`, `pl.utilities.rank_zero_only`, as Lightning
         return importlib.import_module(f"trainkit.{name}")
     raise AttributeError(f"module 'trainkit' has no attribute {name!r}")
 

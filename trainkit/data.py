@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterable, Sized
+from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import Any, cast
 
 import torch
@@ -35,8 +35,9 @@ _LOADER_ARGS = (
 )
 
 
-def move_to_device(batch: object, device: torch.device) -> Any:
-    """Move every tensor in a (nested) batch to ``device``."""
+def move_to_device(batch: object, device: torch.device | str | int) -> Any:
+    """Move every tensor in a (nested) batch to ``device``, and every object with a ``to``
+    method (a batch class of the user's) with that method."""
     if isinstance(batch, torch.Tensor):
         return batch.to(device, non_blocking=True)
     if isinstance(batch, dict):
@@ -45,7 +46,12 @@ def move_to_device(batch: object, device: torch.device) -> Any:
         return type(batch)(*(move_to_device(v, device) for v in batch))
     if isinstance(batch, list | tuple):
         return type(batch)(move_to_device(v, device) for v in batch)
+    if not isinstance(batch, type) and callable(getattr(batch, "to", None)):
+        return batch.to(device)  # pyright: ignore[reportAttributeAccessIssue]
     return batch
+
+
+move_data_to_device = move_to_device  # Lightning's name (trainkit.utilities.move_data_to_device)
 
 
 def prepare_loader(
@@ -127,8 +133,45 @@ def _rebuild(
     return DataLoader(loader.dataset, sampler=sampler, **kwargs)
 
 
+class IndexRecorder(Sampler[list[int]]):
+    """A batch sampler that remembers the dataset indices of every batch it gives, in order
+    (``seen[batch_idx]``: workers may draw ahead of the batch being processed)."""
+
+    def __init__(self, batch_sampler: Iterable[list[int]]) -> None:
+        self.batch_sampler = batch_sampler
+        self.seen: list[list[int]] = []
+
+    def __iter__(self) -> Iterator[list[int]]:
+        self.seen = []
+        for indices in self.batch_sampler:
+            self.seen.append(list(indices))
+            yield indices
+
+    def __len__(self) -> int:
+        return len(self.batch_sampler)  # type: ignore[arg-type]
+
+
+def recording_indices(loader: object) -> tuple[Any, IndexRecorder | None]:
+    """``loader`` rebuilt to record each batch's dataset indices (a DataLoader with a batch
+    sampler), or as it is with None."""
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    if not isinstance(loader, DataLoader) or batch_sampler is None:
+        return loader, None
+    recorder = IndexRecorder(batch_sampler)
+    kwargs = {name: getattr(loader, name) for name in _LOADER_ARGS}
+    for name in ("batch_size", "drop_last"):  # given by the batch sampler
+        kwargs.pop(name)
+    if kwargs["num_workers"] == 0:
+        kwargs.pop("prefetch_factor")
+        kwargs["persistent_workers"] = False
+    return DataLoader(loader.dataset, batch_sampler=recorder, **kwargs), recorder
+
+
 def set_sampler_epoch(loader: object, epoch: int) -> None:
-    """Call ``set_epoch`` on the loader's sampler(s) so each epoch shuffles differently."""
+    """Call ``set_epoch`` on the loader's sampler(s) so each epoch shuffles differently (on
+    each loader's, for loaders read together: those with ``flattened``)."""
+    for inner in getattr(loader, "flattened", ()):
+        set_sampler_epoch(inner, epoch)
     for holder in (getattr(loader, "sampler", None), getattr(loader, "batch_sampler", None)):
         for candidate in (holder, getattr(holder, "sampler", None)):
             if candidate is not None and hasattr(candidate, "set_epoch"):
@@ -156,11 +199,3 @@ def limited_batches(loader: Any, limit: int | float, key: str) -> int | float:
     if limit == 1.0 or total == math.inf:
         return total
     return int(total * limit)
-
-
-def as_loader_list(loaders: object) -> list[Any]:
-    if loaders is None:
-        return []
-    if isinstance(loaders, list | tuple):
-        return list(loaders)
-    return [loaders]

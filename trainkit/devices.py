@@ -58,7 +58,9 @@ def visible_gpus() -> int:
 
 
 def normalize_accelerator(accelerator: str) -> str:
-    value = str(accelerator).strip().lower()
+    """The accelerator's canonical name; an Accelerator object (trainkit.accelerators) counts
+    as its ``name``."""
+    value = str(getattr(accelerator, "name", accelerator)).strip().lower()
     if value not in ACCELERATORS:
         raise ConfigError("trainer.accelerator", accelerator, "'auto', 'cpu' or 'gpu'")
     return "gpu" if value == "cuda" else value

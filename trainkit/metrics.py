@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 import torch
 from torch import Tensor
+
+from trainkit.errors import MisconfigurationError
+from trainkit.utilities.data import extract_batch_size
 
 REDUCE_FX = ("mean", "sum", "max", "min")
 
@@ -32,17 +35,10 @@ class MetricMeta:
 
 def batch_size_of(batch: object) -> int:
     """The size of the first dimension of the first tensor found in ``batch`` (1 if none)."""
-    if isinstance(batch, Tensor):
-        return int(batch.shape[0]) if batch.ndim else 1
-    if isinstance(batch, Mapping):
-        batch = list(batch.values())
-    if isinstance(batch, list | tuple):
-        for item in batch:
-            size = batch_size_of(item)
-            if size:
-                return size
+    try:
+        return extract_batch_size(batch)
+    except MisconfigurationError:
         return 1
-    return 1
 
 
 class MetricStore:

@@ -18,16 +18,24 @@ FORMS = (
 
 @dataclass
 class SchedulerConfig:
-    """A scheduler and when it steps."""
+    """A scheduler and when it steps (Lightning's ``LRSchedulerConfig``); ``strict=False``: a
+    monitored metric that was not logged skips the step with a warning instead of an error."""
 
     scheduler: Any
     interval: str = "epoch"
     frequency: int = 1
     monitor: str | None = None
+    name: str | None = None
+    strict: bool = True
 
     @property
     def needs_metric(self) -> bool:
         return isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
+
+    @property
+    def reduce_on_plateau(self) -> bool:
+        """Lightning's name for ``needs_metric``."""
+        return self.needs_metric
 
 
 def parse_optimizers(returned: object) -> tuple[list[torch.optim.Optimizer], list[SchedulerConfig]]:
@@ -90,13 +98,15 @@ def _scheduler_config(item: object) -> SchedulerConfig:
         if "scheduler" not in item:
             raise MisconfigurationError(
                 f"lr_scheduler dict has keys {sorted(item)}; expected 'scheduler' "
-                "(+ 'interval', 'frequency', 'monitor')"
+                "(+ 'interval', 'frequency', 'monitor', 'name', 'strict')"
             )
         config = SchedulerConfig(
             item["scheduler"],
             item.get("interval", "epoch"),
             int(item.get("frequency", 1)),
             item.get("monitor"),
+            item.get("name"),
+            bool(item.get("strict", True)),
         )
     else:
         config = SchedulerConfig(item)

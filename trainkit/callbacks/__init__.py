@@ -27,18 +27,26 @@ _LAZY = {
     "Timer": "trainkit.callbacks.timer",
     "LearningRateFinder": "trainkit.callbacks.lr_finder",
     "BatchSizeFinder": "trainkit.callbacks.batch_size_finder",
+    "LambdaCallback": "trainkit.callbacks.lambda_function",
+    "BasePredictionWriter": "trainkit.callbacks.prediction_writer",
+    "DeviceStatsMonitor": "trainkit.callbacks.device_stats_monitor",
+    "WeightAveraging": "trainkit.callbacks.weight_averaging",
+    "EMAWeightAveraging": "trainkit.callbacks.weight_averaging",
 }
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time each loads on first use
     from trainkit.callbacks.batch_size_finder import BatchSizeFinder
     from trainkit.callbacks.checkpoint import ModelCheckpoint
+    from trainkit.callbacks.device_stats_monitor import DeviceStatsMonitor
     from trainkit.callbacks.early_stopping import EarlyStopping, EarlyStoppingReason
     from trainkit.callbacks.finetuning import BackboneFinetuning, BaseFinetuning
     from trainkit.callbacks.gradient_accumulation_scheduler import GradientAccumulationScheduler
+    from trainkit.callbacks.lambda_function import LambdaCallback
     from trainkit.callbacks.lr_finder import LearningRateFinder
     from trainkit.callbacks.lr_monitor import LearningRateMonitor
     from trainkit.callbacks.model_summary import ModelSummary
     from trainkit.callbacks.on_exception_checkpoint import OnExceptionCheckpoint
+    from trainkit.callbacks.prediction_writer import BasePredictionWriter
     from trainkit.callbacks.progress import ProgressBar
     from trainkit.callbacks.rich_bars import RichProgressBarTheme
     from trainkit.callbacks.rich_model_summary import RichModelSummary
@@ -46,16 +54,21 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each loads 
     from trainkit.callbacks.stochastic_weight_avg import StochasticWeightAveraging
     from trainkit.callbacks.timer import Timer
     from trainkit.callbacks.tqdm_progress import TQDMProgressBar
+    from trainkit.callbacks.weight_averaging import EMAWeightAveraging, WeightAveraging
 
 __all__ = [
     "BackboneFinetuning",
     "BaseFinetuning",
+    "BasePredictionWriter",
     "BatchSizeFinder",
     "Callback",
     "Checkpoint",
+    "DeviceStatsMonitor",
+    "EMAWeightAveraging",
     "EarlyStopping",
     "EarlyStoppingReason",
     "GradientAccumulationScheduler",
+    "LambdaCallback",
     "LearningRateFinder",
     "LearningRateMonitor",
     "ModelCheckpoint",
@@ -68,6 +81,7 @@ __all__ = [
     "StochasticWeightAveraging",
     "TQDMProgressBar",
     "Timer",
+    "WeightAveraging",
 ]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import sys
 from typing import TYPE_CHECKING, Any
@@ -78,9 +77,7 @@ class TqdmBars:
 
 
 class TQDMProgressBar(ProgressBar):
-    """tqdm bars for training, validation and testing with the ``prog_bar`` metrics (rank 0).
-
-    Needs ``pip install tqdm``."""
+    """tqdm bars for training, validation and testing with the ``prog_bar`` metrics (rank 0)."""
 
     def __init__(
         self, refresh_rate: int = 1, process_position: int = 0, leave: bool = False
@@ -91,8 +88,6 @@ class TQDMProgressBar(ProgressBar):
             process_position: Where the bars go when several programs draw tqdm bars at once.
             leave: Keep each finished epoch's bar on screen (False: one bar, reset each epoch).
         """
-        if importlib.util.find_spec("tqdm") is None:
-            raise ModuleNotFoundError("TQDMProgressBar needs tqdm: pip install tqdm")
         super().__init__(refresh_rate, force_rich=True)
         self._process_position = process_position
         self._leave = leave

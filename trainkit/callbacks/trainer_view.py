@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from trainkit.loops.state import RunState
     from trainkit.module import TrainModule
     from trainkit.optim import SchedulerConfig
-    from trainkit.profiler import PassThroughProfiler
+    from trainkit.profilers import Profiler
     from trainkit.strategies.base import Strategy
     from trainkit.strategies.precision import Precision
 
@@ -109,7 +109,7 @@ class TrainerView(Protocol):
     @property
     def precision_plugin(self) -> Precision: ...
     @property
-    def profiler(self) -> PassThroughProfiler: ...
+    def profiler(self) -> Profiler: ...
     @property
     def world_size(self) -> int: ...
     @property
@@ -124,6 +124,8 @@ class TrainerView(Protocol):
     def optimizers(self) -> list[torch.optim.Optimizer]: ...
     @property
     def lr_scheduler_configs(self) -> list[SchedulerConfig]: ...
+    @property
+    def predict_loop(self) -> Any: ...  # the latest predict's predictions and batch indices
     @property
     def train_loader(self) -> Any: ...  # the user's loader (any iterable), as prepared
     @property

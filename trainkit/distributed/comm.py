@@ -2,15 +2,39 @@
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+# the decorator Lightning and torchmetrics use; sharing it means one rank to set for all three
+from lightning_utilities.core.rank_zero import rank_zero_only
 
 if TYPE_CHECKING:
     import torch
 
-F = TypeVar("F", bound=Callable[..., Any])
+__all__ = [
+    "RANK_VARIABLES",
+    "all_reduce",
+    "barrier",
+    "global_rank",
+    "rank_from_environment",
+    "rank_zero_info",
+    "rank_zero_only",
+    "set_rank",
+]
+
+
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK")
+
+
+def rank_from_environment(env: Mapping[str, str] | None = None) -> int | None:
+    """The global rank a launcher gave this process, from the first of ``RANK_VARIABLES`` set
+    (None when none is: a single process, or a launcher that says nothing)."""
+    env = os.environ if env is None else env
+    for key in RANK_VARIABLES:
+        if env.get(key, "").strip().isdigit():
+            return int(env[key])
+    return None
 
 
 def global_rank() -> int:
@@ -22,21 +46,22 @@ def global_rank() -> int:
     return int(os.environ.get("RANK", 0))
 
 
-def rank_zero_only(fn: F) -> F:
-    """Run ``fn`` on global rank 0 only; other ranks get None."""
+def set_rank(rank: int) -> None:
+    """Tell ``rank_zero_only`` (Lightning's, torchmetrics' and trainkit's: one object) which
+    rank this process is; the stage calls it once the strategy knows."""
+    rank_zero_only.rank = rank  # pyright: ignore[reportFunctionMemberAccess]
 
-    @functools.wraps(fn)
-    def wrapped(*args: object, **kwargs: object) -> Any:
-        if global_rank() == 0:
-            return fn(*args, **kwargs)
-        return None
 
-    return wrapped  # type: ignore[return-value]
+# valid from import on, as in Lightning: a program may log before any Trainer exists; a rank
+# variable wins over what torchmetrics guessed from LOCAL_RANK alone
+_launched_rank = rank_from_environment()
+if _launched_rank is not None or getattr(rank_zero_only, "rank", None) is None:
+    set_rank(_launched_rank or 0)
 
 
 @rank_zero_only
-def rank_zero_info(*args: object, **kwargs: Any) -> None:
-    """``print`` on global rank 0 only."""
+def rank_zero_info(*args: object, stacklevel: int = 4, **kwargs: Any) -> None:
+    """``print`` on global rank 0 only (``stacklevel``: accepted as Lightning's, unused)."""
     print(*args, **kwargs, flush=True)
 
 

@@ -19,7 +19,10 @@ DRAIN_SECONDS = 0.002  # the GIL, released this long, lets a waiting gloo thread
 
 
 def forks_workers(loader: Any) -> bool:
-    """Whether iterating ``loader`` now starts worker processes."""
+    """Whether iterating ``loader`` now starts worker processes (any of the loaders read
+    together, for one with ``flattened``)."""
+    if any(forks_workers(inner) for inner in getattr(loader, "flattened", ())):
+        return True
     if getattr(loader, "num_workers", 0) <= 0:
         return False
     return not (loader.persistent_workers and getattr(loader, "_iterator", None) is not None)

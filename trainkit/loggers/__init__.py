@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from trainkit.loggers.base import Logger, next_version
 from trainkit.loggers.csv import CSVLogger
+from trainkit.loggers.experiment_writer import ExperimentWriter
 from trainkit.loggers.mlflow import MLFlowLogger
 from trainkit.loggers.tensorboard import TensorBoardLogger
 from trainkit.loggers.wandb import WandbLogger
 
 __all__ = [
     "CSVLogger",
+    "ExperimentWriter",
     "Logger",
     "MLFlowLogger",
     "TensorBoardLogger",

@@ -38,7 +38,9 @@ class SavedCheckpoints(Protocol):
 
 
 class Logger:
-    """Base class: ``save_dir/name/version_N[/sub_dir]``; subclasses write metrics there."""
+    """Base class: ``save_dir/name/version_N[/sub_dir]``; subclasses write metrics there. A
+    subclass may define ``name``, ``version`` and ``save_dir`` as read-only properties instead
+    (Lightning's custom loggers do)."""
 
     def __init__(
         self,
@@ -48,11 +50,35 @@ class Logger:
         prefix: str = "",
         sub_dir: str | None = None,
     ) -> None:
-        self.save_dir = str(save_dir)
-        self.name = name or ""
-        self.version = version
+        self._save_dir = str(save_dir)
+        self._name = name or ""
+        self._version = version
         self.prefix = prefix
         self.sub_dir = sub_dir
+
+    @property
+    def save_dir(self) -> str:
+        return self._save_dir
+
+    @save_dir.setter
+    def save_dir(self, value: str) -> None:
+        self._save_dir = value
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._name = value
+
+    @property
+    def version(self) -> int | str | None:
+        return self._version
+
+    @version.setter
+    def version(self, value: int | str | None) -> None:
+        self._version = value
 
     @property
     def root_dir(self) -> str:

@@ -1,12 +1,12 @@
-"""CSVLogger: ``metrics.csv`` with one row per logged step, columns added as they appear."""
+"""CSVLogger: ``metrics.csv`` with one row per logged step, columns added as they appear;
+hparams.yaml beside it is written by the stage (trainkit/trainer/stage.py)."""
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
-from typing import Any
 
 from trainkit.loggers.base import Logger
+from trainkit.loggers.experiment_writer import ExperimentWriter
 
 
 class CSVLogger(Logger):
@@ -30,40 +30,24 @@ class CSVLogger(Logger):
         """
         super().__init__(save_dir, name, version, prefix)
         self.flush_logs_every_n_steps = flush_logs_every_n_steps
-        self.rows: list[dict[str, Any]] = []
-        self._columns: dict[str, None] = {"step": None}
-        self._written = 0
+        self._experiment: ExperimentWriter | None = None
+
+    @property
+    def experiment(self) -> ExperimentWriter:
+        """The writer of ``log_dir``'s files (Lightning's ``ExperimentWriter``): ``log_metrics``,
+        ``log_hparams``, ``save``."""
+        if self._experiment is None:
+            self._experiment = ExperimentWriter(self.log_dir)
+        return self._experiment
 
     @property
     def metrics_file(self) -> Path:
-        return Path(self.log_dir) / "metrics.csv"
-
-    def _keep_existing_rows(self, path: Path) -> None:
-        with path.open(newline="") as handle:
-            reader = csv.DictReader(handle)
-            existing = [{k: v for k, v in row.items() if v != ""} for row in reader]
-            columns = dict.fromkeys(reader.fieldnames or [])
-        self.rows[:0] = existing
-        self._columns = {**columns, **self._columns}
-        self._written = 0
+        return Path(self.experiment.metrics_file_path)
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
-        metrics = self.prefixed(metrics)
-        self.rows.append({"step": step, **metrics})
-        for key in metrics:
-            self._columns.setdefault(key, None)
+        self.experiment.log_metrics(self.prefixed(metrics), step)
         if step % self.flush_logs_every_n_steps == 0:
             self.save()
 
     def save(self) -> None:
-        if len(self.rows) == self._written:
-            return
-        path = self.metrics_file
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if self._written == 0 and path.is_file():  # a run's folder reused (an evaluation): append
-            self._keep_existing_rows(path)
-        with path.open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(self._columns))
-            writer.writeheader()
-            writer.writerows(self.rows)
-        self._written = len(self.rows)
+        self.experiment.save()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -66,6 +67,13 @@ def step_scheduler(
     ones get their monitored metric."""
     metric = None
     if config.needs_metric:
+        if config.monitor not in metrics and not config.strict:
+            warnings.warn(
+                f"lr_scheduler monitor {config.monitor!r} was not logged (logged: "
+                f"{sorted(metrics)}); the scheduler skips this step (strict=False)",
+                RuntimeWarning,
+            )
+            return
         if config.monitor not in metrics:
             raise KeyError(
                 f"lr_scheduler monitor {config.monitor!r} was not logged; logged: {sorted(metrics)}"

@@ -6,17 +6,27 @@ from typing import Any
 
 import torch
 
-from trainkit.data import limited_batches
+from trainkit.data import limited_batches, recording_indices
 from trainkit.loops.iterate import batch_transfer, start_iterating
 from trainkit.loops.state import RunState
 from trainkit.module import without_batch_idx
 
 
 class PredictLoop:
-    """Run ``predict_step`` over predict loaders and collect what it returns."""
+    """Run ``predict_step`` over predict loaders and collect what it returns, with the dataset
+    indices of each batch (what ``BasePredictionWriter`` writes beside the predictions)."""
 
     def __init__(self, state: RunState) -> None:
         self.state = state
+        self._predictions: list[list[Any]] = []
+        self.epoch_batch_indices: list[list[list[int]]] = []  # per loader, per batch
+        self.current_batch_indices: list[int] = []
+        state.predict_loop = self
+
+    @property
+    def predictions(self) -> list[Any]:
+        """The outputs so far: a list per loader, or one list when there is one loader."""
+        return self._predictions[0] if len(self._predictions) == 1 else self._predictions
 
     def run(self, loaders: list[Any], limit: int | float) -> list[list[Any]]:
         """One list of step outputs per loader (up to ``limit`` batches each)."""
@@ -30,17 +40,21 @@ class PredictLoop:
         start_hooks = hooks.bound("on_predict_batch_start")
         end_hooks = hooks.bound("on_predict_batch_end")
         module.on_predict_model_eval()
-        outputs: list[list[Any]] = []
+        outputs = self._predictions = [[] for _ in loaders]
+        self.epoch_batch_indices = [[] for _ in loaders]
         with torch.inference_mode() if state.inference_mode else torch.no_grad():
             hooks.call("on_predict_start")
             hooks.call("on_predict_epoch_start")
             for loader_idx, loader in enumerate(loaders):
                 total = limited_batches(loader, limit, "limit_predict_batches")
                 extra = (loader_idx,) if len(loaders) > 1 else ()
-                collected = []
+                collected = outputs[loader_idx]
+                loader, recorder = recording_indices(loader)
                 for batch_idx, batch in enumerate(start_iterating(loader, state.preemption)):
                     if batch_idx >= total:
                         break
+                    self.current_batch_indices = recorder.seen[batch_idx] if recorder else []
+                    self.epoch_batch_indices[loader_idx].append(self.current_batch_indices)
                     if to_device is not None:
                         batch = to_device(batch)
                     for hook in start_hooks:
@@ -50,7 +64,6 @@ class PredictLoop:
                     collected.append(output)
                     for hook in end_hooks:
                         hook(output, batch, batch_idx, loader_idx)
-                outputs.append(collected)
             hooks.call("on_predict_epoch_end")
             hooks.call("on_predict_end")
         return outputs

@@ -178,7 +178,7 @@ class RunState:
     precision: Any  # the Precision plugin (strategies/precision.py)
     hooks: Hooks
     metrics: Metrics
-    profiler: Any  # a PassThroughProfiler (profiler.py)
+    profiler: Any  # a Profiler (profilers/)
     board: RankMarker  # this rank's
     callbacks: list[Any] = field(default_factory=list)  # Callback instances
     loggers: list[Any] = field(default_factory=list)  # Logger instances
@@ -210,6 +210,7 @@ class RunState:
     # stage was given its loaders
     reload_loaders: Callable[[str], list[Any]] | None = None
     stage_loaders: list[Any] = field(default_factory=list)  # validate/test/predict's, as run
+    predict_loop: Any = None  # the PredictLoop of the latest predict (predictions, indices)
 
     # While a stage runs the Trainer has set these handles; the loops read them through the
     # accessors below (once per loop method, never per batch), which say so if one is missing.

@@ -15,7 +15,7 @@ from trainkit.loggers.base import Logger
 from trainkit.loops.state import RunState
 from trainkit.module import TrainModule
 from trainkit.optim import SchedulerConfig
-from trainkit.profiler import PassThroughProfiler
+from trainkit.profilers import Profiler
 from trainkit.strategies import Strategy
 from trainkit.strategies.precision import Precision
 from trainkit.trainer.settings import StageSettings
@@ -131,6 +131,13 @@ def lr_scheduler_configs(self: OwnsRunState) -> list[SchedulerConfig]:
 
 
 @property
+def predict_loop(self: OwnsRunState) -> Any:
+    """The latest predict's loop: ``predictions``, ``epoch_batch_indices``,
+    ``current_batch_indices`` (None before a predict)."""
+    return self.run_state.predict_loop
+
+
+@property
 def train_loader(self: OwnsRunState) -> Any:
     return self.run_state.train_loader
 
@@ -175,7 +182,7 @@ def logger(self: OwnsRunState) -> Logger | None:
 
 
 @property
-def profiler(self: OwnsRunState) -> PassThroughProfiler:
+def profiler(self: OwnsRunState) -> Profiler:
     return self.run_state.profiler
 
 

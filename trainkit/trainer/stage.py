@@ -19,7 +19,7 @@ from trainkit.loops.state import Hooks, LoopLimits, Metrics, RunState
 from trainkit.loops.training_step import TrainingStep
 from trainkit.module import TrainModule, defines_optimizers
 from trainkit.optim import parse_optimizers
-from trainkit.profiler import PassThroughProfiler
+from trainkit.profilers import Profiler
 from trainkit.scaling import RunSummary
 from trainkit.strategies import Strategy
 from trainkit.strategies.precision import Precision
@@ -31,7 +31,7 @@ def new_run_state(
     limits: LoopLimits,
     strategy: Strategy,
     precision: Precision,
-    profiler: PassThroughProfiler,
+    profiler: Profiler,
     callbacks: list[Callback],
     loggers: list[Logger],
     default_root_dir: str,
@@ -57,16 +57,11 @@ def new_run_state(
 
 
 def publish_rank(rank: int) -> None:
-    """Tell rank-zero-only decorators this process's rank: ``rank_zero_only.rank`` of trainkit
-    and of lightning_utilities (which torchmetrics and Lightning-era code use)."""
-    from trainkit.distributed.comm import rank_zero_only
+    """Tell rank-zero-only decorators this process's rank: ``rank_zero_only.rank``, one object
+    for trainkit, lightning_utilities and torchmetrics (Lightning-era code uses it too)."""
+    from trainkit.distributed.comm import set_rank
 
-    rank_zero_only.rank = rank  # type: ignore[attr-defined]
-    try:
-        from lightning_utilities.core.rank_zero import rank_zero_only as utilities_rank_zero_only
-    except ImportError:
-        return
-    utilities_rank_zero_only.rank = rank
+    set_rank(rank)
 
 
 def setup_run(
@@ -97,6 +92,7 @@ def setup_run(
     if evaluated is not None:
         join_run_of(state.loggers, evaluated)
     resolve_log_dir(state)
+    state.profiler.setup(stage, strategy.local_rank, state.log_dir)
     if state.datamodule is not None:
         if strategy.local_rank == 0:
             state.datamodule.prepare_data()
@@ -125,7 +121,7 @@ def teardown_run(state: RunState, stage: str, status: str = "success") -> None:
         for logger in state.loggers:
             logger.finalize(status)
         if state.profiler.enabled:
-            print(f"\nprofile ({stage}):\n{state.profiler.summary()}", flush=True)
+            state.profiler.describe()
     state.metrics.active = None
 
 

@@ -20,7 +20,7 @@ from trainkit.distributed.restarts import check_max_restarts
 from trainkit.loggers.base import Logger
 from trainkit.module import TrainModule
 from trainkit.plugins import CheckpointIO, checkpoint_io_from
-from trainkit.profiler import build_profiler
+from trainkit.profilers import build_profiler
 from trainkit.scaling import RunSummary
 from trainkit.strategies import Placement, Strategy, select_strategy
 from trainkit.strategies.precision import Precision, normalize_precision
@@ -145,7 +145,7 @@ class Trainer:
             compile: torch.compile the module's forward in each rank: true, a mode
                 ('reduce-overhead', 'max-autotune'...) or torch.compile arguments.
             use_distributed_sampler: Give map-style loaders a DistributedSampler under ddp.
-            profiler: None or 'simple' (per-hook timing table at the end).
+            profiler: None, 'simple', 'advanced' or 'pytorch' (a report per stage), or a Profiler.
             plugins: AsyncCheckpointIO() to save checkpoints in the background (default: blocking).
             gpus: Older spelling of devices with accelerator 'gpu'.
             checkpoint_weights_only: Load checkpoints with torch.load(weights_only=True).
@@ -356,6 +356,7 @@ class Trainer:
     datamodule = readouts.datamodule
     optimizers = readouts.optimizers
     lr_scheduler_configs = readouts.lr_scheduler_configs
+    predict_loop = readouts.predict_loop
     train_loader = readouts.train_loader
     val_loaders = readouts.val_loaders
     train_dataloader = readouts.train_dataloader

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainkit.distributed.comm import set_rank
 from trainkit.distributed.env import NodePlacement, detect_trainkit
 from trainkit.distributed.ports import find_free_port
 from trainkit.distributed.rank_env import World, rank_env
@@ -109,6 +110,7 @@ def _run_rank(
     import torch
 
     os.environ.update(rank_env(world, local_rank))
+    set_rank(int(os.environ["RANK"]))  # a forked rank inherited its parent's
     placed = detect_trainkit(os.environ)  # these variables, whatever job (SLURM...) it runs in
     assert placed is not None
     rank_strategy = strategy.in_rank(placed)

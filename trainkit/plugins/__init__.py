@@ -2,7 +2,9 @@
 
 ``Trainer(plugins=[AsyncCheckpointIO()])`` or, in a config, ``trainer: {plugins: AsyncCheckpointIO}``
 saves checkpoints in a background thread (see trainkit.checkpoint.async_io); the default is
-TorchCheckpointIO, an atomic ``torch.save`` that training waits for.
+TorchCheckpointIO, an atomic ``torch.save`` that training waits for. ``Precision`` is the class
+of ``trainer.precision_plugin`` (the precision itself is ``Trainer(precision=...)``); the
+submodules ``io`` and ``precision`` are Lightning's paths to the same classes.
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ from __future__ import annotations
 from trainkit.checkpoint.async_io import AsyncCheckpointIO, CheckpointWriteError
 from trainkit.checkpoint.checkpoint_io import CheckpointIO, TorchCheckpointIO
 from trainkit.errors import ConfigError
+from trainkit.strategies.precision import Precision
 
 __all__ = [
     "AsyncCheckpointIO",
     "CheckpointIO",
     "CheckpointWriteError",
+    "Precision",
     "TorchCheckpointIO",
     "checkpoint_io_from",
 ]

@@ -1,0 +1,105 @@
+"""What a program asks about its data: the batch size in a batch, whether a loader has a length
+(on every rank), a suggested ``num_workers``."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+from lightning_utilities.core.rank_zero import rank_zero_warn
+from torch import Tensor
+from torch.utils.data import IterableDataset
+
+from trainkit.errors import MisconfigurationError
+from trainkit.utilities.combined_loader import sized_len
+
+if TYPE_CHECKING:
+    from trainkit.strategies.base import Strategy
+
+__all__ = [
+    "BType",
+    "extract_batch_size",
+    "has_iterable_dataset",
+    "has_len_all_ranks",
+    "is_dataclass_instance",
+    "sized_len",
+    "suggested_max_num_workers",
+]
+
+BType = Tensor | str | Mapping[Any, "BType"] | Iterable["BType"]
+
+
+def is_dataclass_instance(obj: object) -> bool:
+    """Whether ``obj`` is an instance of a dataclass (not the class itself)."""
+    return dataclasses.is_dataclass(obj) and not isinstance(obj, type)
+
+
+def _sizes(batch: object) -> Iterator[int]:
+    """The first-dimension size of every tensor in ``batch``, in order (1 for a scalar)."""
+    if isinstance(batch, Tensor):
+        yield int(batch.shape[0]) if batch.ndim else 1
+    elif isinstance(batch, Mapping):
+        for value in batch.values():
+            yield from _sizes(value)
+    elif is_dataclass_instance(batch):
+        for item in dataclasses.fields(batch):  # type: ignore[arg-type]
+            yield from _sizes(getattr(batch, item.name))
+    elif isinstance(batch, Iterable) and not isinstance(batch, str | bytes):
+        for item in batch:
+            yield from _sizes(item)
+
+
+def extract_batch_size(batch: object) -> int:
+    """The size of the first dimension of the first tensor in ``batch`` (dicts, sequences and
+    dataclasses are searched in order)."""
+    try:
+        return next(_sizes(batch))
+    except StopIteration:
+        raise MisconfigurationError(
+            f"extract_batch_size: no tensor in a batch of type {type(batch).__name__}; "
+            "give the size: self.log(..., batch_size=N)"
+        ) from None
+
+
+def has_iterable_dataset(dataloader: object) -> bool:
+    """Whether ``dataloader`` reads an ``IterableDataset``."""
+    return isinstance(getattr(dataloader, "dataset", None), IterableDataset)
+
+
+def has_len_all_ranks(
+    dataloader: object,
+    strategy: Strategy,
+    allow_zero_length_dataloader_with_multiple_devices: bool = False,
+) -> bool:
+    """Whether ``dataloader`` has a length; a RuntimeError when it is empty on this rank but
+    not on all (unless allowed), a warning when it is empty on every rank."""
+    local_length = sized_len(dataloader)
+    if local_length is None:
+        return False
+    total = int(strategy.reduce(torch.tensor(local_length, device=strategy.root_device), "sum"))
+    if total == 0:
+        rank_zero_warn(f"{type(dataloader).__name__} has no batches on any rank")
+    elif local_length == 0:
+        if not allow_zero_length_dataloader_with_multiple_devices:
+            raise RuntimeError(
+                f"{type(dataloader).__name__} has no batches on rank {strategy.global_rank} but "
+                f"{total} across ranks; give every rank data (a DistributedSampler), or pass "
+                "allow_zero_length_dataloader_with_multiple_devices=True"
+            )
+        rank_zero_warn(f"{type(dataloader).__name__} has no batches on some ranks")
+    return True
+
+
+def suggested_max_num_workers(local_world_size: int) -> int:
+    """An upper bound for a DataLoader's ``num_workers``: the CPUs this process may use, shared
+    by the ``local_world_size`` processes of this machine, less one for each process itself."""
+    if local_world_size < 1:
+        raise ValueError(
+            f"suggested_max_num_workers: local_world_size {local_world_size!r}; expected >= 1 "
+            "(the processes on this machine, e.g. the Trainer's devices)"
+        )
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cpus or 1) // local_world_size - 1)

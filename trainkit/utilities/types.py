@@ -1,0 +1,88 @@
+"""Lightning's type aliases for annotating a module: what steps return, what
+``configure_optimizers`` may return, scheduler configs."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, NotRequired, Protocol, Required, TypedDict, runtime_checkable
+
+import torch
+from torch import Tensor
+from torch.optim import Optimizer
+from torch.optim.lr_scheduler import LRScheduler, ReduceLROnPlateau
+
+from trainkit.optim import SchedulerConfig as LRSchedulerConfig
+
+__all__ = [
+    "EVAL_DATALOADERS",
+    "STEP_OUTPUT",
+    "TRAIN_DATALOADERS",
+    "DistributedDataParallel",
+    "LRSchedulerConfig",
+    "LRSchedulerConfigType",
+    "LRSchedulerPLType",
+    "LRSchedulerType",
+    "LRSchedulerTypeTuple",
+    "LRSchedulerTypeUnion",
+    "OptimizerConfig",
+    "OptimizerLRScheduler",
+    "OptimizerLRSchedulerConfig",
+]
+
+STEP_OUTPUT = Tensor | Mapping[str, Any] | None
+TRAIN_DATALOADERS = Any  # any iterable, or a collection of them
+EVAL_DATALOADERS = Any
+
+LRSchedulerTypeTuple = (LRScheduler, ReduceLROnPlateau)
+LRSchedulerTypeUnion = LRScheduler | ReduceLROnPlateau
+LRSchedulerType = type[LRScheduler] | type[ReduceLROnPlateau]
+LRSchedulerPLType = LRScheduler | ReduceLROnPlateau
+
+
+class LRSchedulerConfigType(TypedDict, total=False):
+    """The dict form of a scheduler in ``configure_optimizers``."""
+
+    scheduler: Required[LRSchedulerTypeUnion]
+    name: str | None
+    interval: str
+    frequency: int
+    reduce_on_plateau: bool
+    monitor: str | None
+    strict: bool
+
+
+class OptimizerConfig(TypedDict):
+    """``{"optimizer": ...}``."""
+
+    optimizer: Optimizer
+
+
+class OptimizerLRSchedulerConfig(TypedDict):
+    """``{"optimizer": ..., "lr_scheduler": ..., "monitor": ...}``."""
+
+    optimizer: Optimizer
+    lr_scheduler: LRSchedulerTypeUnion | LRSchedulerConfigType
+    monitor: NotRequired[str]
+
+
+OptimizerLRScheduler = (
+    Optimizer
+    | Sequence[Optimizer]
+    | tuple[Sequence[Optimizer], Sequence[LRSchedulerTypeUnion | LRSchedulerConfig]]
+    | OptimizerConfig
+    | OptimizerLRSchedulerConfig
+    | Sequence[OptimizerConfig]
+    | Sequence[OptimizerLRSchedulerConfig]
+    | None
+)
+
+
+@runtime_checkable
+class DistributedDataParallel(Protocol):
+    """What a DDP wrapper offers: the wrapped ``module`` and ``no_sync``."""
+
+    module: torch.nn.Module
+
+    @contextmanager
+    def no_sync(self) -> Generator[None, None, None]: ...
