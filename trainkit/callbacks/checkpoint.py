@@ -216,7 +216,7 @@ class ModelCheckpoint(Checkpoint):
         )
 
     def _skip_stage(self, trainer: TrainerView) -> bool:
-        return bool(trainer.fast_dev_run) or trainer.state != "fit" or trainer.sanity_checking
+        return bool(trainer.fast_dev_run) or trainer.state.fn != "fit" or trainer.sanity_checking
 
     def _skip(self, trainer: TrainerView) -> bool:
         return self._skip_stage(trainer) or self._last_global_step_saved == trainer.global_step

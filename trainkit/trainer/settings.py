@@ -22,6 +22,7 @@ class StageSettings:
     checkpoint_weights_only: bool
     detect_anomaly: bool
     show_summary: bool  # the startup table and the closing lines of a fit (global rank 0)
+    max_restarts: int = 0  # failed ranks started again from the newest last.ckpt
 
 
 class OwnsSettings(Protocol):
@@ -65,3 +66,8 @@ def checkpoint_weights_only(self: OwnsSettings) -> bool:
 @property
 def detect_anomaly(self: OwnsSettings) -> bool:
     return self.settings.detect_anomaly
+
+
+@property
+def max_restarts(self: OwnsSettings) -> int:
+    return self.settings.max_restarts
