@@ -8,7 +8,8 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from torch.serialization import MAP_LOCATION
+if TYPE_CHECKING:
+    from torch.serialization import MAP_LOCATION
 
 T = TypeVar("T")
 
