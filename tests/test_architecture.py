@@ -94,9 +94,9 @@ def test_the_circle_finder_finds_a_circle():
 
 def test_the_graph_sees_function_level_and_type_checking_imports():
     graph = import_graph()
-    # trainer.py imports the spawn launcher at module level, cli.command imports the signals
-    # leaf inside a function, and the fit loop reads the run state
-    assert "trainkit.distributed.launchers.spawn" in graph["trainkit.trainer.trainer"]
+    # the stage runner imports the spawn launcher at module level, cli.command imports the
+    # signals leaf inside a function, and the fit loop reads the run state
+    assert "trainkit.distributed.launchers.spawn" in graph["trainkit.trainer.running"]
     assert "trainkit.distributed.signals" in graph["trainkit.cli.command"]
     assert "trainkit.loops.state" in graph["trainkit.loops.fit"]
 

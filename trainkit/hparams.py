@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from types import FrameType
 from typing import Any
 
@@ -60,3 +61,52 @@ def select_hparams(
         selected = dict(init_args)
     ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
     return {k: v for k, v in selected.items() if k not in ignored}
+
+
+class HyperparametersMixin:
+    """``save_hyperparameters`` and ``hparams``, as TrainModule and DataModule share them in
+    Lightning (its HyperparametersMixin)."""
+
+    CHECKPOINT_HYPER_PARAMS_KEY = "hyper_parameters"
+    CHECKPOINT_HYPER_PARAMS_NAME = "hparams_name"
+    CHECKPOINT_HYPER_PARAMS_TYPE = "hparams_type"
+
+    def save_hyperparameters(
+        self,
+        *args: str | dict[str, Any],
+        ignore: Sequence[str] | str | None = None,
+        frame: FrameType | None = None,
+        logger: bool = True,
+    ) -> None:
+        """Store the ``__init__`` arguments (all, those named, or a dict given) in
+        ``self.hparams``, checkpoints and hparams.yaml, and the loggers unless ``logger=False``."""
+        if frame is None:
+            current = inspect.currentframe()
+            frame = current.f_back if current else None
+        init_args = collect_init_args(frame, self) if frame else {}
+        self._hparams = AttributeDict(select_hparams(init_args, args, ignore))
+        self._hparams_initial = copy.deepcopy(self._hparams)
+        self._log_hyperparams = logger
+
+    def remove_ignored_hparams(self, ignore_list: list[str]) -> None:
+        """Drop these names from the saved hyperparameters (e.g. a base class's)."""
+        for name in ignore_list:
+            self.hparams.pop(name, None)
+
+    @property
+    def hparams(self) -> AttributeDict:
+        """The saved hyperparameters (editable)."""
+        saved = getattr(self, "_hparams", None)
+        if saved is None:
+            saved = self._hparams = AttributeDict()
+        return saved
+
+    @property
+    def hparams_initial(self) -> AttributeDict:
+        """A copy of the hyperparameters as ``save_hyperparameters`` saved them."""
+        return AttributeDict(copy.deepcopy(getattr(self, "_hparams_initial", {})))
+
+    @property
+    def log_hyperparams(self) -> bool:
+        """Whether loggers receive the hyperparameters (``save_hyperparameters(logger=...)``)."""
+        return getattr(self, "_log_hyperparams", True)

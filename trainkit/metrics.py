@@ -13,6 +13,17 @@ from trainkit.errors import MisconfigurationError
 from trainkit.utilities.data import extract_batch_size
 
 REDUCE_FX = ("mean", "sum", "max", "min")
+# Lightning's other spellings of them
+REDUCE_CALLABLES: dict[object, str] = {
+    torch.mean: "mean",
+    "avg": "mean",
+    torch.sum: "sum",
+    sum: "sum",
+    torch.max: "max",
+    max: "max",
+    torch.min: "min",
+    min: "min",
+}
 
 
 @dataclass(frozen=True)
@@ -25,6 +36,8 @@ class MetricMeta:
     logger: bool
     reduce_fx: str
     sync_dist: bool
+    enable_graph: bool = False  # the step value keeps its graph
+    add_dataloader_idx: bool = True  # '/dataloader_idx_N' after the name with several loaders
 
     def step_key(self, name: str) -> str:
         return f"{name}_step" if self.on_epoch else name
@@ -69,17 +82,34 @@ class MetricStore:
         logger: bool,
         on_step: bool | None,
         on_epoch: bool | None,
-        reduce_fx: str,
+        reduce_fx: str | Callable[..., Any],
         sync_dist: bool,
         batch_size: int | None,
+        enable_graph: bool = False,
+        add_dataloader_idx: bool = True,
+        sync_dist_group: object = None,
     ) -> None:
         meta = self.meta.get(name)
         if meta is None:
-            meta = self._register(name, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist)
+            meta = self._register(
+                name,
+                MetricMeta(
+                    on_step=self.default_on_step if on_step is None else on_step,
+                    on_epoch=self.default_on_epoch if on_epoch is None else on_epoch,
+                    prog_bar=prog_bar,
+                    logger=logger,
+                    reduce_fx=REDUCE_CALLABLES.get(reduce_fx, reduce_fx),  # type: ignore[arg-type]
+                    sync_dist=sync_dist,
+                    enable_graph=enable_graph,
+                    add_dataloader_idx=add_dataloader_idx,
+                ),
+                sync_dist_group,
+            )
         if isinstance(value, Tensor):  # the common case first: no extra call per step
             if value.ndim and value.numel() != 1:  # attributes first: a scalar costs no call
                 _scalar(name, value)  # raises, naming the metric and its shape
-            value = value.detach()
+            if not meta.enable_graph:
+                value = value.detach()
             if meta.sync_dist and meta.on_step and self.reducer is not None:
                 value = self.reducer(value.float(), meta.reduce_fx)
         elif is_metric_object(value):
@@ -111,19 +141,18 @@ class MetricStore:
             self.step_values[name] = _scalar(name, batch_value)
         self.metric_objects[name] = metric
 
-    def _register(self, name: str, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist):
-        if reduce_fx not in REDUCE_FX:
+    def _register(self, name: str, meta: MetricMeta, sync_dist_group: object) -> MetricMeta:
+        """The first ``self.log`` of ``name``: its options checked and kept."""
+        if meta.reduce_fx not in REDUCE_FX:
             raise ValueError(
-                f"self.log({name!r}, reduce_fx={reduce_fx!r}); expected one of {REDUCE_FX}"
+                f"self.log({name!r}, reduce_fx={meta.reduce_fx!r}); expected one of {REDUCE_FX} "
+                "(or torch.mean, torch.sum, torch.max, torch.min)"
             )
-        meta = MetricMeta(
-            on_step=self.default_on_step if on_step is None else on_step,
-            on_epoch=self.default_on_epoch if on_epoch is None else on_epoch,
-            prog_bar=prog_bar,
-            logger=logger,
-            reduce_fx=reduce_fx,
-            sync_dist=sync_dist,
-        )
+        if meta.sync_dist and sync_dist_group is not None:
+            raise ValueError(
+                f"self.log({name!r}, sync_dist_group={sync_dist_group!r}); expected None: "
+                "sync_dist reduces over every rank; gather over a group with self.all_gather"
+            )
         self.meta[name] = meta
         if meta.on_epoch:
             self._epoch_values[name] = []

@@ -5,20 +5,20 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from types import FrameType
-from typing import Any
+from typing import Any, Self
 
 import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 from torch.serialization import MAP_LOCATION
 
+from trainkit.checkpoint.from_checkpoint import restricted_classmethod
 from trainkit.gradients import ParameterToggle, clip_gradients
-from trainkit.hparams import AttributeDict, collect_init_args, select_hparams
+from trainkit.hparams import HyperparametersMixin
 from trainkit.module_hooks import HooksMixin
 
 
-class TrainModule(HooksMixin, nn.Module):
+class TrainModule(HooksMixin, HyperparametersMixin, nn.Module):
     """Subclass this: define training_step and configure_optimizers, the Trainer does the rest."""
 
     # ``batch`` stays Any in the steps and transfer hooks, as in Lightning: an override narrows it
@@ -28,25 +28,32 @@ class TrainModule(HooksMixin, nn.Module):
         super().__init__(*args, **kwargs)
         self.automatic_optimization: bool = True
         self._trainer: Any = None
-        self._hparams: AttributeDict = AttributeDict()
-        self._log_hyperparams = True
         self._example_input_array: Any = None
         self._toggle = ParameterToggle()
         self.strict_loading = True
+        self.prepare_data_per_node = True  # False: prepare_data on global rank 0 only
 
     # ---- steps the user defines -------------------------------------------------------------
-    def training_step(self, batch: Any, batch_idx: int) -> Tensor | Mapping[str, Any] | None:
-        """Compute and return the loss (or a dict with ``"loss"``) for one batch."""
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The module's computation (define it; ``self(x)`` calls it)."""
+        return super().forward(*args, **kwargs)
+
+    def training_step(self, *args: Any, **kwargs: Any) -> Tensor | Mapping[str, Any] | None:
+        """Compute and return the loss (or a dict with ``"loss"``) for one batch:
+        ``training_step(self, batch, batch_idx)``."""
         raise NotImplementedError
 
-    def validation_step(self, batch: Any, batch_idx: int) -> Any:
-        """Compute validation metrics for one batch; log them with ``self.log``."""
+    def validation_step(self, *args: Any, **kwargs: Any) -> Any:
+        """Compute validation metrics for one batch (``batch, batch_idx`` and, with several
+        loaders, ``dataloader_idx``); log them with ``self.log``."""
 
-    def test_step(self, batch: Any, batch_idx: int) -> Any:
+    def test_step(self, *args: Any, **kwargs: Any) -> Any:
         """Compute test metrics for one batch; log them with ``self.log``."""
 
-    def predict_step(self, batch: Any, batch_idx: int) -> Any:
-        """Return the prediction for one batch (default: ``self(batch)``)."""
+    def predict_step(self, *args: Any, **kwargs: Any) -> Any:
+        """Return the prediction for one batch (default: ``self(batch)``, of its first element
+        when it is a list or tuple)."""
+        batch = kwargs.get("batch", args[0] if args else None)
         if isinstance(batch, list | tuple):
             batch = batch[0]
         return self(batch)
@@ -142,15 +149,6 @@ class TrainModule(HooksMixin, nn.Module):
         return self._trainer.global_step if self._trainer else 0
 
     @property
-    def hparams(self) -> AttributeDict:
-        return self._hparams
-
-    @property
-    def log_hyperparams(self) -> bool:
-        """Whether loggers receive the hyperparameters (``save_hyperparameters(logger=...)``)."""
-        return self._log_hyperparams
-
-    @property
     def on_gpu(self) -> bool:
         """Whether the module's parameters are on a CUDA device."""
         return self.device.type == "cuda"
@@ -180,49 +178,58 @@ class TrainModule(HooksMixin, nn.Module):
         name: str,
         value: Tensor | float,
         prog_bar: bool = False,
-        logger: bool = True,
+        logger: bool | None = None,
         on_step: bool | None = None,
         on_epoch: bool | None = None,
-        reduce_fx: str = "mean",
+        reduce_fx: str | Callable[..., Any] = "mean",
+        enable_graph: bool = False,
         sync_dist: bool = False,
+        sync_dist_group: object = None,
+        add_dataloader_idx: bool = True,
         batch_size: int | None = None,
+        metric_attribute: str | None = None,
+        rank_zero_only: bool = False,
     ) -> None:
-        """Record a scalar: per step and/or aggregated per epoch, shown in loggers and the bar."""
+        """Record a scalar: per step and/or aggregated per epoch, shown in loggers (unless
+        ``logger=False``) and the bar. ``sync_dist``: reduced over every rank (``rank_zero_only``:
+        logged by rank 0 alone, never synced); ``add_dataloader_idx=False``: no
+        ``/dataloader_idx_N`` suffix with several loaders; ``enable_graph``: the step value keeps
+        its graph. (``metric_attribute`` is not needed: a logged Metric is kept as the object.)"""
         trainer = self._trainer
         store = trainer.run_state.metrics.active if trainer is not None else None
         if store is None:
             return
-        store.log(
-            name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size
-        )
+        sync = sync_dist and not rank_zero_only
+        options = (reduce_fx, sync, batch_size, enable_graph, add_dataloader_idx, sync_dist_group)
+        store.log(name, value, prog_bar, logger is not False, on_step, on_epoch, *options)
 
-    def log_dict(self, metrics: Mapping[str, Tensor | float], **kwargs: Any) -> None:
-        """``self.log`` each entry of ``metrics`` with the same options."""
-        for name, value in metrics.items():
-            self.log(name, value, **kwargs)
+    def log_dict(
+        self,
+        dictionary: Mapping[str, Tensor | float],
+        prog_bar: bool = False,
+        logger: bool | None = None,
+        on_step: bool | None = None,
+        on_epoch: bool | None = None,
+        reduce_fx: str | Callable[..., Any] = "mean",
+        enable_graph: bool = False,
+        sync_dist: bool = False,
+        sync_dist_group: object = None,
+        add_dataloader_idx: bool = True,
+        batch_size: int | None = None,
+        rank_zero_only: bool = False,
+    ) -> None:
+        """``self.log`` each entry of ``dictionary`` (a MetricCollection too) with these options."""
+        options = (prog_bar, logger, on_step, on_epoch, reduce_fx, enable_graph, sync_dist)
+        more = (sync_dist_group, add_dataloader_idx, batch_size, None, rank_zero_only)
+        for name, value in dictionary.items():
+            self.log(name, value, *options, *more)
 
     def print(self, *args: Any, **kwargs: Any) -> None:
         """``print`` on global rank 0 only."""
         if self.global_rank == 0:
             print(*args, **kwargs)
 
-    # ---- hyperparameters --------------------------------------------------------------------
-    def save_hyperparameters(
-        self,
-        *names: str | dict[str, Any],
-        ignore: str | list[str] | None = None,
-        frame: FrameType | None = None,
-        logger: bool = True,
-    ) -> None:
-        """Store the ``__init__`` arguments in ``self.hparams``, checkpoints and hparams.yaml
-        (and the loggers, unless ``logger=False``)."""
-        if frame is None:
-            current = inspect.currentframe()
-            frame = current.f_back if current else None
-        init_args = collect_init_args(frame, self) if frame else {}
-        self._hparams = AttributeDict(select_hparams(init_args, names, ignore))
-        self._log_hyperparams = logger
-
+    # ---- hyperparameters (save_hyperparameters, hparams: hparams.py) ------------------------
     def freeze(self) -> None:
         """No gradients for any parameter, and evaluation mode."""
         for param in self.parameters():
@@ -235,39 +242,37 @@ class TrainModule(HooksMixin, nn.Module):
             param.requires_grad = True
         self.train()
 
-    @classmethod
+    @restricted_classmethod
     def load_from_checkpoint(
         cls,
         checkpoint_path: str,
-        map_location: MAP_LOCATION = "cpu",
+        map_location: MAP_LOCATION = None,
         hparams_file: str | None = None,
         strict: bool | None = None,
-        **overrides: object,
-    ):
+        weights_only: bool | None = None,
+        **kwargs: Any,
+    ) -> Self:
         """Build the module from a checkpoint's hyperparameters (or ``hparams_file``), updated
-        by ``overrides``, and load its weights (``strict``: every key must match)."""
-        from trainkit.checkpoint.files import check_fits, load_checkpoint, require_state_dict
+        by ``kwargs``, and load its weights (``strict``: every key must match; ``map_location``
+        None: CPU; ``weights_only`` None: True)."""
+        from trainkit.checkpoint.files import check_fits, require_state_dict
+        from trainkit.checkpoint.from_checkpoint import build_from_checkpoint
 
-        path = checkpoint_path
-        checkpoint = load_checkpoint(path, map_location=map_location)
-        require_state_dict(checkpoint, path)
-        saved = checkpoint.get("hyper_parameters", {})
-        if hparams_file is not None:
-            import yaml
-
-            with open(hparams_file) as file:
-                saved = yaml.safe_load(file) or {}
-        model = cls(**{**saved, **overrides})
+        key = cls.CHECKPOINT_HYPER_PARAMS_KEY
+        where = (checkpoint_path, key, map_location, hparams_file, weights_only, kwargs)
+        model, checkpoint = build_from_checkpoint(cls, *where)
+        require_state_dict(checkpoint, checkpoint_path)
         strict = model.strict_loading if strict is None else strict
         if strict:
-            check_fits(model, checkpoint["state_dict"], str(path))
+            check_fits(model, checkpoint["state_dict"], str(checkpoint_path))
         model.load_state_dict(checkpoint["state_dict"], strict=strict)
         model.on_load_checkpoint(checkpoint)
         return model
 
     # ---- optimization helpers -----------------------------------------------------------------
-    def optimizers(self) -> Any:
-        """The optimizer (or list of them) built from ``configure_optimizers``."""
+    def optimizers(self, use_pl_optimizer: bool = True) -> Any:
+        """The optimizer (or list of them) built from ``configure_optimizers`` (the same with
+        ``use_pl_optimizer`` either way: trainkit does not wrap them)."""
         optimizers = self.trainer.optimizers
         return optimizers[0] if len(optimizers) == 1 else optimizers
 
@@ -278,9 +283,10 @@ class TrainModule(HooksMixin, nn.Module):
             return None
         return schedulers[0] if len(schedulers) == 1 else schedulers
 
-    def manual_backward(self, loss: Tensor) -> None:
-        """``loss.backward()`` through the precision plugin and strategy (manual optimization)."""
-        self.trainer.run_state.stepper.backward(loss)
+    def manual_backward(self, loss: Tensor, *args: Any, **kwargs: Any) -> None:
+        """``loss.backward(*args, **kwargs)`` through the precision plugin and strategy (manual
+        optimization), e.g. ``retain_graph=True``."""
+        self.trainer.run_state.stepper.backward(loss, *args, **kwargs)
 
     def toggle_optimizer(self, optimizer: Optimizer) -> None:
         """Only ``optimizer``'s parameters get gradients until ``untoggle_optimizer`` (GANs)."""
@@ -330,7 +336,7 @@ class TrainModule(HooksMixin, nn.Module):
         """Clear the gradients after a step; override to keep or zero them differently."""
         optimizer.zero_grad()
 
-    def lr_scheduler_step(self, scheduler: Any, metric: float | None = None) -> None:
+    def lr_scheduler_step(self, scheduler: Any, metric: float | None) -> None:
         """Step ``scheduler``; override for schedulers with another step signature (timm);
         ``scheduler`` is Any so that an override may name its own scheduler class."""
         if metric is None:
@@ -348,26 +354,16 @@ class TrainModule(HooksMixin, nn.Module):
         to clip differently (call ``self.clip_gradients``)."""
         self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
-    def all_gather(self, data: object, sync_grads: bool = False) -> Any:
-        """``data`` (a tensor, number, or a dict/list of them) from every rank, stacked along a
-        new first dimension (unchanged on one process); ``sync_grads`` keeps the gradient."""
+    def all_gather(self, data: object, group: Any = None, sync_grads: bool = False) -> Any:
+        """``data`` (a tensor, number, or a dict/list of them) from every rank (of ``group``,
+        a process group), stacked along a new first dimension (unchanged on one process);
+        ``sync_grads`` keeps the gradient."""
+        from trainkit.distributed.comm import gather_nested, group_gather
+
         gather = self.trainer.strategy.all_gather
-        if sync_grads and self.trainer.world_size > 1:
-            from torch.distributed.nn.functional import all_gather as gather_with_grads
-
-            def gather(tensor: Tensor) -> Tensor:
-                return torch.stack(gather_with_grads(tensor.contiguous()))
-
-        def each(value: object) -> Any:
-            if isinstance(value, Mapping):
-                return {key: each(item) for key, item in value.items()}
-            if isinstance(value, list | tuple):
-                return type(value)(each(item) for item in value)
-            if isinstance(value, int | float | bool):
-                value = torch.tensor(value, device=self.device)
-            return gather(value) if isinstance(value, Tensor) else value
-
-        return each(data)
+        if (sync_grads or group is not None) and self.trainer.world_size > 1:
+            gather = group_gather(group, sync_grads)
+        return gather_nested(data, gather, self.device)
 
 
 def defines_training_step(module: TrainModule) -> bool:

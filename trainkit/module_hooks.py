@@ -16,6 +16,10 @@ class HooksMixin:
     its own types, which base parameters typed ``object`` would make an incompatible override.
     """
 
+    def prepare_data(self) -> None:
+        """Download or write files: runs on local rank 0 of each node (global rank 0 with
+        ``prepare_data_per_node = False``) before ``setup``, while the other ranks wait."""
+
     def setup(self, stage: str) -> None:
         """Called on every rank at the start of fit/validate/test/predict."""
 

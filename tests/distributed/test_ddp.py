@@ -213,7 +213,8 @@ if __name__ == "__main__":
     trainer.fit(model, datamodule=data)
     result = trainer.test(model, datamodule=data, verbose=False)
     print(f"RESULT rank={trainer.global_rank} test_loss={result[0]['test_loss']:.6f} "
-          f"best={bool(trainer.checkpoint_callback.best_model_path)} step={trainer.global_step}", flush=True)
+          f"best={bool(trainer.checkpoint_callback.best_model_path)} step={trainer.global_step} "
+          f"state={trainer.state.fn}/{trainer.state.status}", flush=True)
 """
 
 
@@ -238,6 +239,7 @@ def test_a_script_can_fit_then_test(tmp_path, no_leftovers, strategy):
         assert len(lines) == 1 and "best=True" in lines[0] and "step=8" in lines[0]
     losses = {line.split()[2] for line in lines}
     assert len(losses) == 1
+    assert all(line.endswith("state=test/finished") for line in lines)  # also after spawned ranks
 
 
 class Holder:

@@ -101,7 +101,7 @@ class BatchSizeFinder(Callback):
         self.scale_batch_size(trainer, pl_module)
 
     def on_validation_start(self, trainer: TrainerView, pl_module: TrainModule) -> None:
-        if trainer.sanity_checking or trainer.state != "validate":
+        if trainer.sanity_checking or trainer.state.fn != "validate":
             return
         self.scale_batch_size(trainer, pl_module)
 

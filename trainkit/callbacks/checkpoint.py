@@ -219,7 +219,7 @@ class ModelCheckpoint(Checkpoint):
         )
 
     def _skip_stage(self, trainer: TrainerView) -> bool:
-        return bool(trainer.fast_dev_run) or trainer.state != "fit" or trainer.sanity_checking
+        return bool(trainer.fast_dev_run) or trainer.state.fn != "fit" or trainer.sanity_checking
 
     def _finite(self, trainer: TrainerView, module: TrainModule) -> bool:
         """Weights with NaN or infinity never replace a checkpoint (said once; nothing saved)."""

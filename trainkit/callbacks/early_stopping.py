@@ -109,7 +109,7 @@ class EarlyStopping(Callback):
             self._run_check(trainer)
 
     def on_validation_end(self, trainer: TrainerView, module: TrainModule) -> None:
-        if self._check_on_train_epoch_end or trainer.sanity_checking or trainer.state != "fit":
+        if self._check_on_train_epoch_end or trainer.sanity_checking or trainer.state.fn != "fit":
             return
         self._run_check(trainer)
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from trainkit.profilers import Profiler
     from trainkit.strategies.base import Strategy
     from trainkit.strategies.precision import Precision
+    from trainkit.trainer.states import TrainerState
 
 
 class TrainerView(Protocol):
@@ -51,7 +52,15 @@ class TrainerView(Protocol):
     @property
     def sanity_checking(self) -> bool: ...
     @property
-    def state(self) -> str | None: ...  # 'fit', 'validate', 'test' or 'predict'
+    def state(self) -> TrainerState: ...  # fn: 'fit', 'validate', 'test' or 'predict'
+    @property
+    def training(self) -> bool: ...
+    @property
+    def validating(self) -> bool: ...
+    @property
+    def testing(self) -> bool: ...
+    @property
+    def predicting(self) -> bool: ...
     @property
     def is_final_epoch(self) -> bool: ...
     @property

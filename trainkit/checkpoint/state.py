@@ -40,7 +40,8 @@ def dump(state: RunState, weights_only: bool = False) -> dict[str, Any]:
         "precision_scaler": state.precision.state_dict(),
         "rng_states": strategy.all_gather_object(collect_rng_states()),
         "epoch_start_rng_states": strategy.all_gather_object(state.epoch_start_rng),
-        "callbacks": {cb.state_key: cb.state_dict() for cb in state.callbacks},
+        # only the callbacks with a state, as Lightning (so load_state_dict meets a saved one)
+        "callbacks": {cb.state_key: kept for cb in state.callbacks if (kept := cb.state_dict())},
         "hyper_parameters": plain_hparams(module.hparams),
         "world_size": strategy.world_size,
         "train_batch_size": getattr(state.train_loader, "batch_size", None),  # per rank
@@ -55,8 +56,11 @@ def dump(state: RunState, weights_only: bool = False) -> dict[str, Any]:
             train_store.partial_epoch_state()
         )
     if state.datamodule is not None:
-        checkpoint["datamodule_hyper_parameters"] = plain_hparams(state.datamodule.hparams)
-        checkpoint["datamodule_state"] = state.datamodule.state_dict()
+        key = state.datamodule.CHECKPOINT_HYPER_PARAMS_KEY  # 'datamodule_hyper_parameters'
+        checkpoint[key] = plain_hparams(state.datamodule.hparams)
+        datamodule_state = state.datamodule.state_dict()
+        if datamodule_state:
+            checkpoint["datamodule_state"] = datamodule_state
     if weights_only:
         for key in RESUME_ONLY:
             checkpoint.pop(key, None)
@@ -82,13 +86,15 @@ def checkpoint_io(state: RunState) -> CheckpointIO:
     return state.checkpoint_io if state.checkpoint_io is not None else TorchCheckpointIO()
 
 
-def save(state: RunState, path: str, weights_only: bool = False) -> None:
-    """Write a full (or weights-only) checkpoint of ``state`` through its CheckpointIO (every
-    rank calls this).
+def save(
+    state: RunState, path: str, weights_only: bool = False, storage_options: object = None
+) -> None:
+    """Write a full (or weights-only) checkpoint of ``state`` through its CheckpointIO, with
+    ``storage_options`` for it (every rank calls this).
     During the fit loop an asynchronous write may still be in flight when this returns (the end
     of fit waits for it); anywhere else the file is complete."""
     io = checkpoint_io(state)
-    state.strategy.save_checkpoint_file(dump(state, weights_only), path, io)
+    state.strategy.save_checkpoint_file(dump(state, weights_only), path, io, storage_options)
     if state.preemption is None:  # no fit loop will wait for it
         io.wait()
 

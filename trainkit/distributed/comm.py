@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 # the decorator Lightning and torchmetrics use; sharing it means one rank to set for all three
@@ -92,3 +92,37 @@ def all_reduce(tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
     if op == "mean":
         tensor = tensor / dist.get_world_size()
     return tensor
+
+
+def group_gather(group: Any, sync_grads: bool) -> Callable[[torch.Tensor], torch.Tensor]:
+    """All-gather a tensor over ``group`` (None: every rank), stacked along a new first
+    dimension; ``sync_grads``: the gather is differentiable."""
+    import torch
+    import torch.distributed as dist
+
+    def gather(tensor: torch.Tensor) -> torch.Tensor:
+        if sync_grads:
+            from torch.distributed.nn.functional import all_gather
+
+            return torch.stack(all_gather(tensor.contiguous(), group=group))
+        parts = [torch.zeros_like(tensor) for _ in range(dist.get_world_size(group))]
+        dist.all_gather(parts, tensor.contiguous(), group=group)
+        return torch.stack(parts)
+
+    return gather
+
+
+def gather_nested(
+    data: object, gather: Callable[[torch.Tensor], torch.Tensor], device: torch.device
+) -> Any:
+    """``gather`` of each tensor in ``data`` (a tensor, a number, made a tensor on ``device``,
+    or a dict/list/tuple of them); anything else unchanged."""
+    import torch
+
+    if isinstance(data, Mapping):
+        return {key: gather_nested(item, gather, device) for key, item in data.items()}
+    if isinstance(data, list | tuple):
+        return type(data)(gather_nested(item, gather, device) for item in data)
+    if isinstance(data, int | float | bool):
+        data = torch.tensor(data, device=device)
+    return gather(data) if isinstance(data, torch.Tensor) else data

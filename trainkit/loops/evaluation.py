@@ -36,7 +36,6 @@ class EvalLoop:
             if overrides(module, TrainModule, step_end_name)
             else strategy.default_step_end()
         )
-        to_device = batch_transfer(strategy, module)
         end_hooks = hooks.bound(f"on_{stage}_batch_end")
         start_hooks = hooks.bound(f"on_{stage}_batch_start")
         previous_store = state.metrics.active
@@ -59,7 +58,9 @@ class EvalLoop:
                 hooks.call(f"on_{stage}_epoch_start")
                 for loader_idx, (loader, total) in enumerate(zip(loaders, totals)):
                     state.num_eval_batches = int(total) if total != math.inf else 0
+                    # Lightning's hooks and steps get dataloader_idx only with several loaders
                     extra = (loader_idx,) if len(loaders) > 1 else ()
+                    to_device = batch_transfer(strategy, module, state.datamodule, loader_idx)
                     for batch_idx, batch in enumerate(start_iterating(loader, state.preemption)):
                         if batch_idx >= total:
                             break
@@ -67,18 +68,22 @@ class EvalLoop:
                         if to_device is not None:
                             batch = to_device(batch)
                         for hook in start_hooks:
-                            hook(batch, batch_idx, loader_idx)
+                            hook(batch, batch_idx, *extra)
                         with state.precision.autocast():
                             output = step(batch, batch_idx, *extra)
                         if step_end is not None:
                             output = step_end(output)
                         for hook in end_hooks:
-                            hook(output, batch, batch_idx, loader_idx)
+                            hook(output, batch, batch_idx, *extra)
                     reduced = store.reduce_epoch()
-                    if len(loaders) > 1:
+                    if len(loaders) > 1:  # unless logged with add_dataloader_idx=False
                         suffix = f"/dataloader_idx_{loader_idx}"
-                        store.meta.update({k + suffix: store.meta[k] for k in reduced})
-                        reduced = {k + suffix: v for k, v in reduced.items()}
+                        named = {
+                            (k + suffix if store.meta[k].add_dataloader_idx else k): k
+                            for k in reduced
+                        }
+                        store.meta.update({new: store.meta[k] for new, k in named.items()})
+                        reduced = {new: reduced[k] for new, k in named.items()}
                     results.append(reduced)
                 store.default_on_step = False
                 hooks.call(f"on_{stage}_epoch_end")

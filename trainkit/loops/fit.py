@@ -7,6 +7,8 @@ import warnings
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from torch import Tensor
+
 from trainkit.callbacks.base import overrides
 from trainkit.checkpoint import state as checkpoint_state
 from trainkit.data import limited_batches, set_sampler_epoch
@@ -16,6 +18,7 @@ from trainkit.errors import ConfigError, MisconfigurationError
 from trainkit.loops.evaluation import EvalLoop
 from trainkit.loops.iterate import batch_transfer, start_iterating
 from trainkit.loops.state import RunState
+from trainkit.loops.training_step import batch_end_outputs
 from trainkit.metrics import MetricStore, to_float
 from trainkit.module import TrainModule
 from trainkit.seed import collect_rng_states
@@ -94,11 +97,11 @@ class FitLoop:
         hooks.call("on_fit_start")
         steps = state.limits.num_sanity_val_steps
         if state.val_loaders and steps:
-            state.sanity_checking = True
+            state.running_stage = "sanity_check"
             hooks.call("on_sanity_check_start")
             EvalLoop(state, "validation").run(state.val_loaders, 1.0 if steps == -1 else steps)
             hooks.call("on_sanity_check_end")
-            state.sanity_checking = False
+            state.running_stage = "train"
         self.train()
         if state.stop.preempted is None:  # a preempted fit has not ended: it resumes later
             hooks.call("on_fit_end")
@@ -147,7 +150,9 @@ class FitLoop:
         module = state.require_module()
         if overrides(module, TrainModule, "on_validation_model_zero_grad"):
             module.on_validation_model_zero_grad()  # not by default: see docs/compat.md
+        state.running_stage = "validate"
         EvalLoop(state, "validation").run(state.val_loaders, state.limits.limit_val_batches)
+        state.running_stage = "train"
         state.metrics.active = state.metrics.train_store
 
     def run_batches(self, loader: Iterable[object], skip: int, store: MetricStore) -> None:
@@ -156,13 +161,14 @@ class FitLoop:
         position = state.position
         module = state.require_module()
         stepper = state.require_stepper()
-        to_device = batch_transfer(state.strategy, module)
+        to_device = batch_transfer(state.strategy, module, state.datamodule)
         start_hooks = state.hooks.bound("on_train_batch_start")
         end_hooks = state.hooks.bound("on_train_batch_end")
         automatic = module.automatic_optimization
         training_step = stepper.run
         manual_step = stepper.forward  # the module steps its own optimizers
         accumulate = state.limits.accumulate_grad_batches
+        single = accumulate == 1 or not automatic  # the loss in outputs is not divided
         stepper.set_accumulation(accumulate)
         total = position.epoch_batches
         val_every = val_every_n_batches(state)
@@ -207,8 +213,14 @@ class FitLoop:
                 if log_every and position.global_step % log_every == 0:
                     log_step(store)
             position.batches_done = batch_idx + 1
-            for hook in end_hooks:
-                hook(output, batch, batch_idx)
+            if end_hooks:  # Lightning's outputs: a dict with the detached loss
+                outputs = (
+                    {"loss": output.detach()}  # the common case, without a call
+                    if single and isinstance(output, Tensor)
+                    else batch_end_outputs(output, accumulate if automatic else 1)
+                )
+                for hook in end_hooks:
+                    hook(outputs, batch, batch_idx)
             if preemption is not None and preemption.should_stop(not automatic or boundary):
                 preemption.save_and_stop()
                 break

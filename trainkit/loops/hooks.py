@@ -39,7 +39,9 @@ class HookDispatcher:
         for hook in self.bound(name):
             hook(*args)
 
-    def call_callbacks(self, name: str, *args: object, only: list[Any] | None = None) -> None:
+    def call_callbacks(
+        self, name: str, *args: object, only: list[Any] | None = None, **kwargs: object
+    ) -> None:
         """Call ``name`` on every callback (or those in ``only``), whether overridden or not."""
         for callback in self.state.callbacks if only is None else only:
-            getattr(callback, name)(self.trainer, self.state.module, *args)
+            getattr(callback, name)(self.trainer, self.state.module, *args, **kwargs)

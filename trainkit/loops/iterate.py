@@ -10,6 +10,7 @@ from trainkit.callbacks.base import overrides
 from trainkit.distributed.fork_safety import forks_workers, let_collective_threads_leave_python
 
 if TYPE_CHECKING:
+    from trainkit.datamodule import DataModule
     from trainkit.loops.state import StopWatch
     from trainkit.module import TrainModule
     from trainkit.strategies.base import Strategy
@@ -28,18 +29,35 @@ def start_iterating(loader: Iterable[object], preemption: StopWatch | None = Non
 TRANSFER_HOOKS = ("on_before_batch_transfer", "transfer_batch_to_device", "on_after_batch_transfer")
 
 
-def batch_transfer(strategy: Strategy, module: TrainModule) -> Callable[[Any], Any] | None:
-    """How a batch reaches the device: the strategy's way (None: it is there already), or,
-    when the module overrides one of Lightning's transfer hooks, through all three of them."""
+def batch_transfer(
+    strategy: Strategy,
+    module: TrainModule,
+    datamodule: DataModule | None = None,
+    dataloader_idx: int = 0,
+) -> Callable[[Any], Any] | None:
+    """How a batch of loader ``dataloader_idx`` reaches the device: the strategy's way (None: it
+    is there already), or, when the module or the data module overrides one of Lightning's
+    transfer hooks, through all three of them (each the data module's where it overrides it)."""
+    from trainkit.datamodule import DataModule
     from trainkit.module import TrainModule
 
-    if not any(overrides(module, TrainModule, hook) for hook in TRANSFER_HOOKS):
+    def owner(hook: str) -> TrainModule | DataModule:
+        if datamodule is not None and overrides(datamodule, DataModule, hook):
+            return datamodule
+        return module
+
+    owners = [owner(hook) for hook in TRANSFER_HOOKS]
+    if all(
+        o is module and not overrides(module, TrainModule, h)
+        for o, h in zip(owners, TRANSFER_HOOKS)
+    ):
         return strategy.batch_transfer_fn()
+    before, to_device, after = (getattr(o, hook) for o, hook in zip(owners, TRANSFER_HOOKS))
     device = strategy.root_device
 
-    def transfer(batch: object, dataloader_idx: int = 0) -> Any:
-        batch = module.on_before_batch_transfer(batch, dataloader_idx)
-        batch = module.transfer_batch_to_device(batch, device, dataloader_idx)
-        return module.on_after_batch_transfer(batch, dataloader_idx)
+    def transfer(batch: object) -> Any:
+        batch = before(batch, dataloader_idx)
+        batch = to_device(batch, device, dataloader_idx)
+        return after(batch, dataloader_idx)
 
     return transfer

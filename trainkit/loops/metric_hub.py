@@ -20,12 +20,14 @@ class MetricHub:
         self.train_store: MetricStore | None = None  # the current training epoch's store
         self.epoch_metrics: dict[str, torch.Tensor] = {}
         self.prog_bar_epoch_keys: dict[str, None] = {}
+        self.logged_metrics: dict[str, float] = {}  # the latest values sent to the loggers
 
     def reset(self) -> None:
         """Forget every metric: each stage (fit, validate, test...) starts with none."""
         self.active = self.train_store = None
         self.epoch_metrics = {}
         self.prog_bar_epoch_keys = {}
+        self.logged_metrics = {}
 
     @property
     def callback_metrics(self) -> dict[str, torch.Tensor | float]:
@@ -99,6 +101,7 @@ class MetricHub:
     def log_to_loggers(self, metrics: dict[str, float], step: int | None = None) -> None:
         """Send floats to every logger (global rank 0 only), at ``step`` or the global step."""
         state = self.state
+        self.logged_metrics.update(metrics)
         if state.strategy.is_global_zero:
             step = state.position.global_step if step is None else step
             for logger in state.loggers:

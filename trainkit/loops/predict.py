@@ -28,12 +28,12 @@ class PredictLoop:
         """The outputs so far: a list per loader, or one list when there is one loader."""
         return self._predictions[0] if len(self._predictions) == 1 else self._predictions
 
-    def run(self, loaders: list[Any], limit: int | float) -> list[list[Any]]:
-        """One list of step outputs per loader (up to ``limit`` batches each)."""
+    def run(self, loaders: list[Any], limit: int | float, keep: bool = True) -> list[list[Any]]:
+        """One list of step outputs per loader (up to ``limit`` batches each); ``keep=False``:
+        none kept (``predict(return_predictions=False)``, for a writer callback)."""
         state = self.state
         module = state.require_module()
         hooks = state.hooks
-        to_device = batch_transfer(state.strategy, module)
         predict_step = without_batch_idx(
             module, "predict_step", state.strategy.step_fn(module, "predict_step")
         )
@@ -47,7 +47,8 @@ class PredictLoop:
             hooks.call("on_predict_epoch_start")
             for loader_idx, loader in enumerate(loaders):
                 total = limited_batches(loader, limit, "limit_predict_batches")
-                extra = (loader_idx,) if len(loaders) > 1 else ()
+                extra = (loader_idx,) if len(loaders) > 1 else ()  # as Lightning passes it
+                to_device = batch_transfer(state.strategy, module, state.datamodule, loader_idx)
                 collected = outputs[loader_idx]
                 loader, recorder = recording_indices(loader)
                 for batch_idx, batch in enumerate(start_iterating(loader, state.preemption)):
@@ -58,12 +59,13 @@ class PredictLoop:
                     if to_device is not None:
                         batch = to_device(batch)
                     for hook in start_hooks:
-                        hook(batch, batch_idx, loader_idx)
+                        hook(batch, batch_idx, *extra)
                     with state.precision.autocast():
                         output = predict_step(batch, batch_idx, *extra)
-                    collected.append(output)
+                    if keep:
+                        collected.append(output)
                     for hook in end_hooks:
-                        hook(output, batch, batch_idx, loader_idx)
+                        hook(output, batch, batch_idx, *extra)
             hooks.call("on_predict_epoch_end")
             hooks.call("on_predict_end")
         return outputs

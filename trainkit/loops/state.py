@@ -31,7 +31,9 @@ class Hooks(Protocol):
 
     def bound(self, name: str) -> list[Callable[..., Any]]: ...
     def call(self, name: str, *args: object) -> None: ...
-    def call_callbacks(self, name: str, *args: object, only: list[Any] | None = None) -> None: ...
+    def call_callbacks(
+        self, name: str, *args: object, only: list[Any] | None = None, **kwargs: object
+    ) -> None: ...
 
 
 class Metrics(Protocol):
@@ -42,6 +44,7 @@ class Metrics(Protocol):
     active: Any  # the store self.log records into now
     train_store: Any
     epoch_metrics: dict[str, torch.Tensor]
+    logged_metrics: dict[str, float]
 
     @property
     def callback_metrics(self) -> dict[str, torch.Tensor | float]: ...
@@ -63,7 +66,7 @@ class Stepper(Protocol):
 
     def set_accumulation(self, batches: int) -> None: ...
     def run(self, batch: object, batch_idx: int, boundary: bool) -> Any: ...
-    def backward(self, loss: torch.Tensor) -> None: ...
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None: ...
 
 
 class StopWatch(Protocol):
@@ -184,16 +187,25 @@ class RunState:
     loggers: list[Any] = field(default_factory=list)  # Logger instances
     position: LoopPosition = field(default_factory=LoopPosition)
     stop: StopState = field(default_factory=StopState)
+    # what runs, as Lightning's trainer.state says it (trainer/status.py): the Trainer function
+    # ('fit', 'validate', 'test', 'predict'), the loop running in it ('train', 'sanity_check',
+    # 'validate', 'test', 'predict'; None between stages) and the status ('initializing',
+    # 'running', 'finished', 'interrupted')
     stage: str | None = None
+    running_stage: str | None = None
+    status: str = "initializing"
     module: Any = None  # the TrainModule of the running stage
     wrapped: nn.Module | None = None  # what the training step runs through (DDP, FSDP, ...)
     datamodule: Any = None
     optimizers: list[torch.optim.Optimizer] = field(default_factory=list)
     lr_scheduler_configs: list[Any] = field(default_factory=list)  # optim.SchedulerConfig
     train_loader: Any = None  # the user's loader (any iterable), prepared by the strategy
-    val_loaders: list[Any] = field(default_factory=list)
+    val_loaders: list[Any] = field(default_factory=list)  # of fit, or of validate
+    test_loaders: list[Any] = field(default_factory=list)
+    predict_loaders: list[Any] = field(default_factory=list)
     num_eval_batches: int = 0
-    sanity_checking: bool = False
+    ckpt_path: str | None = None  # the checkpoint the running or last stage loaded
+    chosen_ckpt_path: str | None = None  # trainer.ckpt_path set by the user: for later stages
     epoch_start_rng: Any = None  # RNG states when the current epoch began (for exact resume)
     stepper: Stepper | None = None  # the TrainingStep of the current fit
     preemption: StopWatch | None = None  # the Preemption watching the current fit
@@ -231,6 +243,11 @@ class RunState:
         if self.stepper is None:
             raise RuntimeError("no training step in the run state: fit has not built it yet")
         return self.stepper
+
+    @property
+    def sanity_checking(self) -> bool:
+        """Whether the validation before fit's first epoch is running."""
+        return self.running_stage == "sanity_check"
 
     @property
     def fit_done(self) -> bool:

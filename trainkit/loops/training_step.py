@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -30,6 +30,25 @@ def extract_loss(output: object) -> torch.Tensor | None:
         f"training_step returned {type(output).__name__}; expected a loss tensor, a dict with "
         "'loss', or None to skip the batch"
     )
+
+
+def batch_end_outputs(output: Any, normalize: int) -> Any:
+    """What ``on_train_batch_end`` receives as ``outputs``, as in Lightning: a dict with the
+    step's loss detached (divided by ``normalize``, the batches accumulated under automatic
+    optimization) and its other keys; ``{}`` for a step that returned None. (A manual step's
+    other return values, which Lightning refuses, are passed on as they are.)"""
+    if output is None:
+        return {}
+    if isinstance(output, torch.Tensor):
+        loss = output.detach()
+        return {"loss": loss / normalize if normalize > 1 else loss}
+    if not isinstance(output, Mapping):
+        return output
+    outputs = dict(output)
+    if isinstance(outputs.get("loss"), torch.Tensor):
+        loss = outputs["loss"].detach()
+        outputs["loss"] = loss / normalize if normalize > 1 else loss
+    return outputs
 
 
 class TrainingStep:
@@ -155,18 +174,18 @@ class TrainingStep:
         with self._autocast():
             return self._step_fn(batch, batch_idx)
 
-    def backward(self, loss: torch.Tensor) -> None:
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         """Backward through the hooks, the precision's loss scale and the strategy (also
-        ``manual_backward``'s)."""
+        ``manual_backward``'s, whose other arguments go to ``backward``: ``retain_graph``...)."""
         self._mark(rank_board.BACKWARD)
         for hook in self._before_backward:
             hook(loss)
         if self._strategy_backward is not None:
-            self._strategy_backward(loss)
+            self._strategy_backward(loss, *args, **kwargs)
         elif self._plain_backward:
-            self.state.precision.backward(loss)
+            self.state.precision.backward(loss, *args, **kwargs)
         else:
-            self._custom_backward(loss)
+            self._custom_backward(loss, *args, **kwargs)
         if self._manual_sync is not None:
             self._manual_sync(self._all_params)
         for hook in self._after_backward:
@@ -185,8 +204,12 @@ class TrainingStep:
         for hook in self._before_optimizer_step:
             hook(optimizer)
         if self._clip:  # the optimizer's parameters now (finetuning may have added groups)
-            limits = state.limits
-            self._clip_fn(optimizer, limits.gradient_clip_val, limits.gradient_clip_algorithm)
+            limits = state.limits  # by keyword, as Lightning calls it
+            self._clip_fn(
+                optimizer,
+                gradient_clip_val=limits.gradient_clip_val,
+                gradient_clip_algorithm=limits.gradient_clip_algorithm,
+            )
         if self._strategy_step is not None:
             for hook in self._before_zero_grad:
                 hook(optimizer)
@@ -208,13 +231,13 @@ class TrainingStep:
             if (state.position.global_step + 1) % config.frequency == 0:
                 self._scheduler_step(config.scheduler, None)
 
-    def _custom_backward(self, loss: torch.Tensor) -> None:
+    def _custom_backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         """Backward for a module that overrides ``backward`` or ``optimizer_step``."""
         self._loss = loss
         if self._user_backward is None:
-            self.state.precision.backward(loss)
+            self.state.precision.backward(loss, *args, **kwargs)
         else:
-            self._user_backward(self.state.precision.scale(loss))
+            self._user_backward(self.state.precision.scale(loss), *args, **kwargs)
 
     def _where(self) -> tuple[int, int]:
         """(epoch, batch_idx) of the step, as a module's optimizer_step override receives."""

@@ -202,7 +202,7 @@ class Strategy:
         """What syncs gradients after each ``manual_backward`` (None: the wrapper does)."""
         return None
 
-    def backward_fn(self) -> Callable[[torch.Tensor], None] | None:
+    def backward_fn(self) -> Callable[..., None] | None:
         """Runs ``loss.backward`` itself (an engine that scales/partitions), or None for the default."""
         return None
 
@@ -264,14 +264,19 @@ class Strategy:
         return optimizer.state_dict()
 
     def save_checkpoint_file(
-        self, checkpoint: dict[str, Any], path: str, io: CheckpointIO | None = None
+        self,
+        checkpoint: dict[str, Any],
+        path: str,
+        io: CheckpointIO | None = None,
+        storage_options: object = None,
     ) -> None:
         """Write the checkpoint (called on every rank): one file, from global rank 0, through
-        ``io`` (a CheckpointIO; default: an atomic torch.save)."""
+        ``io`` (a CheckpointIO; default: an atomic torch.save) with its ``storage_options``."""
         if self.is_global_zero:
             from trainkit.checkpoint.checkpoint_io import TorchCheckpointIO
 
-            (io if io is not None else TorchCheckpointIO()).save_checkpoint(checkpoint, path)
+            io = io if io is not None else TorchCheckpointIO()
+            io.save_checkpoint(checkpoint, path, storage_options)
 
     def load_checkpoint_file(
         self,

@@ -179,11 +179,20 @@ class FSDPStrategy(ParallelStrategy):
         return StateDictOptions(full_state_dict=True, cpu_offload=True)
 
     def save_checkpoint_file(
-        self, checkpoint: dict[str, Any], path: str, io: CheckpointIO | None = None
+        self,
+        checkpoint: dict[str, Any],
+        path: str,
+        io: CheckpointIO | None = None,
+        storage_options: object = None,
     ) -> None:
         if self.state_dict_type != "sharded" or not self._sharded:
-            super().save_checkpoint_file(checkpoint, path, io)
+            super().save_checkpoint_file(checkpoint, path, io, storage_options)
             return
+        if storage_options is not None:
+            raise TypeError(
+                f"storage_options={storage_options!r} for a sharded checkpoint folder; expected "
+                "None (each rank writes its shard locally); or FSDPStrategy(state_dict_type='full')"
+            )
         from trainkit.checkpoint.checkpoint_io import TorchCheckpointIO
 
         io = io if io is not None else TorchCheckpointIO()

@@ -62,8 +62,9 @@ class Precision:
             return contextlib.nullcontext()
         return torch.autocast(self.device_type, dtype=self.autocast_dtype)
 
-    def backward(self, loss: torch.Tensor) -> None:
-        self.scale(loss).backward()
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """``loss.backward(*args, **kwargs)``, on the fp16-scaled loss under 16-mixed."""
+        self.scale(loss).backward(*args, **kwargs)
 
     def scale(self, loss: torch.Tensor) -> torch.Tensor:
         """``loss`` as backward should see it (multiplied by the fp16 loss scale)."""

@@ -250,7 +250,10 @@ def check_stage_inputs(
         else getattr(type(model), step, None) is not getattr(TrainModule, step, None)
     )
     if stage == "predict" and not defined:  # the default predict_step calls forward
-        defined = getattr(type(model), "forward", None) is not nn.Module.forward
+        defined = getattr(type(model), "forward", None) not in (
+            nn.Module.forward,
+            TrainModule.forward,
+        )
     if not defined:
         raise MisconfigurationError(
             f"{name} defines no {step}; {stage} needs one; expected a method "
@@ -262,8 +265,9 @@ def check_stage_inputs(
     if given is not None:
         return
     source = datamodule if datamodule is not None else model
-    if isinstance(source, DataModule):
-        has = getattr(type(source), method, None) is not getattr(DataModule, method, None)
+    if isinstance(source, DataModule):  # its own method, or a loader from_datasets set
+        own = getattr(getattr(source, method, None), "__func__", None)
+        has = own is not getattr(DataModule, method, None)
     else:
         has = callable(getattr(source, method, None))
     if not has:

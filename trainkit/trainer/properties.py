@@ -4,7 +4,6 @@ Trainer owns. They are plain properties that the ``Trainer`` class body lists by
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
@@ -22,6 +21,8 @@ from trainkit.trainer.settings import StageSettings
 
 if TYPE_CHECKING:
     from trainkit.callbacks.checkpoint import ModelCheckpoint
+    from trainkit.callbacks.early_stopping import EarlyStopping
+    from trainkit.callbacks.progress import ProgressBar
 
 
 class OwnsRunState(Protocol):
@@ -83,6 +84,30 @@ def preempted(self: OwnsRunState) -> str | None:
 
 
 @property
+def received_sigterm(self: OwnsRunState) -> bool:
+    """Whether a SIGTERM arrived: held by the stop-signal handlers now, or the one that stopped
+    the fit."""
+    import signal
+
+    from trainkit.distributed.signals import held_stop_signal
+
+    sigterm = signal.SIGTERM
+    return held_stop_signal() == sigterm or self.run_state.stop.preempted == sigterm.name
+
+
+@property
+def ckpt_path(self: OwnsRunState) -> str | None:
+    """The checkpoint the running or last stage loaded; set it to load that checkpoint in the
+    stages that follow (until set to None; a stage's own ``ckpt_path`` takes precedence)."""
+    return self.run_state.ckpt_path
+
+
+@ckpt_path.setter
+def ckpt_path(self: OwnsRunState, path: str | None) -> None:
+    self.run_state.ckpt_path = self.run_state.chosen_ckpt_path = path
+
+
+@property
 def fit_done(self: OwnsRunState) -> bool:
     return self.run_state.fit_done
 
@@ -91,17 +116,6 @@ def fit_done(self: OwnsRunState) -> bool:
 def is_final_epoch(self: OwnsRunState) -> bool:
     """Whether the epoch now ending is the last one of this fit."""
     return self.run_state.is_final_epoch
-
-
-@property
-def sanity_checking(self: OwnsRunState) -> bool:
-    return self.run_state.sanity_checking
-
-
-@property
-def state(self: OwnsRunState) -> str | None:
-    """The stage running or last run: 'fit', 'validate', 'test' or 'predict'."""
-    return self.run_state.stage
 
 
 # ---- what runs ----------------------------------------------------------------------------------
@@ -125,6 +139,11 @@ def optimizers(self: OwnsRunState) -> list[torch.optim.Optimizer]:
     return self.run_state.optimizers
 
 
+@optimizers.setter
+def optimizers(self: OwnsRunState, optimizers: list[torch.optim.Optimizer]) -> None:
+    self.run_state.optimizers = list(optimizers)
+
+
 @property
 def lr_scheduler_configs(self: OwnsRunState) -> list[SchedulerConfig]:
     return self.run_state.lr_scheduler_configs
@@ -138,31 +157,14 @@ def predict_loop(self: OwnsRunState) -> Any:
 
 
 @property
-def train_loader(self: OwnsRunState) -> Any:
-    return self.run_state.train_loader
-
-
-@property
-def val_loaders(self: OwnsRunState) -> list[Any]:
-    return self.run_state.val_loaders
-
-
-@property
-def train_dataloader(self: OwnsRunState) -> Any:
-    """The fit's training DataLoader (Lightning's name), as the strategy prepared it."""
-    return self.run_state.train_loader
-
-
-@property
-def val_dataloaders(self: OwnsRunState) -> Any:
-    """The fit's validation DataLoader, or a list of them when there are several."""
-    loaders = self.run_state.val_loaders
-    return loaders[0] if len(loaders) == 1 else loaders or None
-
-
-@property
 def precision_plugin(self: OwnsRunState) -> Precision:
     return self.run_state.precision
+
+
+@property
+def scaler(self: OwnsRunState) -> torch.amp.GradScaler | None:
+    """The gradient scaler of 16-mixed precision (None otherwise)."""
+    return self.run_state.precision.scaler
 
 
 @property
@@ -175,10 +177,20 @@ def loggers(self: OwnsRunState) -> list[Logger]:
     return self.run_state.loggers
 
 
+@loggers.setter
+def loggers(self: OwnsRunState, loggers: list[Logger] | None) -> None:
+    self.run_state.loggers = list(loggers) if loggers else []
+
+
 @property
 def logger(self: OwnsRunState) -> Logger | None:
     loggers = self.run_state.loggers
     return loggers[0] if loggers else None
+
+
+@logger.setter
+def logger(self: OwnsRunState, logger: Logger | None) -> None:
+    self.run_state.loggers = [] if logger is None else [logger]
 
 
 @property
@@ -200,6 +212,35 @@ def cli_config(self: OwnsRunState, text: str | None) -> None:
 @property
 def checkpoint_callback(self: OwnsRunState) -> ModelCheckpoint | None:
     return find_checkpoint_callback(self.run_state.callbacks)
+
+
+@property
+def checkpoint_callbacks(self: OwnsRunState) -> list[Callback]:
+    """Every callback that writes checkpoints (ModelCheckpoint, OnExceptionCheckpoint...)."""
+    from trainkit.callbacks.base import Checkpoint
+
+    return [cb for cb in self.run_state.callbacks if isinstance(cb, Checkpoint)]
+
+
+@property
+def early_stopping_callbacks(self: OwnsRunState) -> list[EarlyStopping]:
+    from trainkit.callbacks.early_stopping import EarlyStopping
+
+    return [cb for cb in self.run_state.callbacks if isinstance(cb, EarlyStopping)]
+
+
+@property
+def early_stopping_callback(self: OwnsRunState) -> EarlyStopping | None:
+    from trainkit.callbacks.early_stopping import EarlyStopping
+
+    return next((cb for cb in self.run_state.callbacks if isinstance(cb, EarlyStopping)), None)
+
+
+@property
+def progress_bar_callback(self: OwnsRunState) -> ProgressBar | None:
+    from trainkit.callbacks.progress import ProgressBar
+
+    return next((cb for cb in self.run_state.callbacks if isinstance(cb, ProgressBar)), None)
 
 
 @property
@@ -239,6 +280,23 @@ def is_global_zero(self: OwnsRunState) -> bool:
     return self.run_state.strategy.is_global_zero
 
 
+@property
+def device_ids(self: OwnsRunState) -> list[int]:
+    """The ids of the devices this node runs on (process slots on CPU)."""
+    return list(self.settings.selection.ids)
+
+
+@property
+def num_devices(self: OwnsRunState) -> int:
+    return self.settings.selection.count
+
+
+@property
+def distributed_sampler_kwargs(self: OwnsRunState) -> dict[str, int] | None:
+    """``num_replicas``/``rank`` of the DistributedSampler (None when not distributed)."""
+    return self.run_state.strategy.distributed_sampler_kwargs()
+
+
 # ---- metrics ------------------------------------------------------------------------------------
 @property
 def callback_metrics(self: OwnsRunState) -> dict[str, torch.Tensor | float]:
@@ -249,6 +307,12 @@ def callback_metrics(self: OwnsRunState) -> dict[str, torch.Tensor | float]:
 @property
 def progress_bar_metrics(self: OwnsRunState) -> dict[str, Any]:
     return self.run_state.metrics.progress_bar_metrics
+
+
+@property
+def logged_metrics(self: OwnsRunState) -> dict[str, float]:
+    """The latest value of each metric sent to the loggers."""
+    return self.run_state.metrics.logged_metrics
 
 
 # ---- sizes --------------------------------------------------------------------------------------
@@ -262,114 +326,3 @@ def estimated_stepping_batches(self: OwnsRunState) -> int | float:
         self.run_state.train_loader, limits.limit_train_batches, "limit_train_batches"
     )
     return limits.total_steps(per_epoch)
-
-
-# ---- loop limits (frozen for the run; LoopLimits' fields) ---------------------------------------
-@property
-def max_epochs(self: OwnsRunState) -> int | float:
-    """The Trainer's ``max_epochs`` (frozen for the run)."""
-    return self.run_state.limits.max_epochs
-
-
-@property
-def min_epochs(self: OwnsRunState) -> int:
-    """The Trainer's ``min_epochs`` (frozen for the run)."""
-    return self.run_state.limits.min_epochs
-
-
-@property
-def max_steps(self: OwnsRunState) -> int:
-    """The Trainer's ``max_steps`` (frozen for the run)."""
-    return self.run_state.limits.max_steps
-
-
-@property
-def min_steps(self: OwnsRunState) -> int:
-    """The Trainer's ``min_steps`` (frozen for the run)."""
-    return self.run_state.limits.min_steps
-
-
-@property
-def limit_train_batches(self: OwnsRunState) -> int | float:
-    """The Trainer's ``limit_train_batches`` (frozen for the run)."""
-    return self.run_state.limits.limit_train_batches
-
-
-@property
-def limit_val_batches(self: OwnsRunState) -> int | float:
-    """The Trainer's ``limit_val_batches`` (frozen for the run)."""
-    return self.run_state.limits.limit_val_batches
-
-
-@property
-def limit_test_batches(self: OwnsRunState) -> int | float:
-    """The Trainer's ``limit_test_batches`` (frozen for the run)."""
-    return self.run_state.limits.limit_test_batches
-
-
-@property
-def limit_predict_batches(self: OwnsRunState) -> int | float:
-    """The Trainer's ``limit_predict_batches`` (frozen for the run)."""
-    return self.run_state.limits.limit_predict_batches
-
-
-@property
-def val_check_interval(self: OwnsRunState) -> int | float:
-    """The Trainer's ``val_check_interval`` (frozen for the run)."""
-    return self.run_state.limits.val_check_interval
-
-
-@property
-def check_val_every_n_epoch(self: OwnsRunState) -> int | None:
-    """The Trainer's ``check_val_every_n_epoch`` (frozen for the run)."""
-    return self.run_state.limits.check_val_every_n_epoch
-
-
-@property
-def num_sanity_val_steps(self: OwnsRunState) -> int:
-    """The Trainer's ``num_sanity_val_steps`` (frozen for the run)."""
-    return self.run_state.limits.num_sanity_val_steps
-
-
-@property
-def accumulate_grad_batches(self: OwnsRunState) -> int:
-    """The Trainer's ``accumulate_grad_batches``; settable: from the next epoch on (Lightning's
-    GradientAccumulationScheduler sets it per epoch)."""
-    return self.run_state.limits.accumulate_grad_batches
-
-
-@accumulate_grad_batches.setter
-def accumulate_grad_batches(self: OwnsRunState, value: int) -> None:
-    self.run_state.limits = dataclasses.replace(
-        self.run_state.limits, accumulate_grad_batches=value
-    )
-
-
-@property
-def gradient_clip_val(self: OwnsRunState) -> float | None:
-    """The Trainer's ``gradient_clip_val`` (frozen for the run)."""
-    return self.run_state.limits.gradient_clip_val
-
-
-@property
-def gradient_clip_algorithm(self: OwnsRunState) -> str:
-    """The Trainer's ``gradient_clip_algorithm`` (frozen for the run)."""
-    return self.run_state.limits.gradient_clip_algorithm
-
-
-@property
-def log_every_n_steps(self: OwnsRunState) -> int:
-    """The Trainer's ``log_every_n_steps`` (frozen for the run)."""
-    return self.run_state.limits.log_every_n_steps
-
-
-@property
-def overfit_batches(self: OwnsRunState) -> int | float:
-    """The Trainer's ``overfit_batches`` (frozen for the run)."""
-    return self.run_state.limits.overfit_batches
-
-
-@property
-def reload_dataloaders_every_n_epochs(self: OwnsRunState) -> int:
-    """The Trainer's ``reload_dataloaders_every_n_epochs`` (frozen for the run)."""
-    return self.run_state.limits.reload_dataloaders_every_n_epochs

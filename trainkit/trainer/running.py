@@ -10,8 +10,10 @@ from typing import Any
 import torch
 
 from trainkit.checkpoint import state as checkpoint_state
+from trainkit.compiling import uncompiled
 from trainkit.datamodule import DataModule
 from trainkit.distributed import rank_board
+from trainkit.distributed.launchers.spawn import SpawnLauncher, check_picklable
 from trainkit.errors import MisconfigurationError
 from trainkit.loops.evaluation import EvalLoop
 from trainkit.loops.fit import FitLoop
@@ -22,6 +24,7 @@ from trainkit.module import TrainModule
 from trainkit.scaling import RunSummary, effective_batch_size
 from trainkit.strategies import Strategy
 from trainkit.trainer import spawned
+from trainkit.trainer.arguments import check_stage_inputs, datamodule_given_as_loaders
 from trainkit.trainer.loaders import prepare_loaders
 from trainkit.trainer.lr_scaling import scale_lr_for_batch
 from trainkit.trainer.properties import find_checkpoint_callback
@@ -29,6 +32,8 @@ from trainkit.trainer.settings import StageSettings
 from trainkit.trainer.stage import log_hyperparams, setup_fit, setup_run, teardown_run
 from trainkit.trainer.summary import describe_run, print_closing, print_summary, resumed
 from trainkit.tuner.search import TunerExit
+
+FIRST_LOOP = {"fit": "train", "validate": "validate", "test": "test", "predict": "predict"}
 
 
 class StageRunner:
@@ -64,13 +69,53 @@ class StageRunner:
             batch, devices, self.num_nodes, accumulate, self.strategy.batch_loading
         )
 
-    def save_checkpoint(self, filepath: str, weights_only: bool = False) -> None:
+    def save_checkpoint(
+        self, filepath: str, weights_only: bool = False, storage_options: object = None
+    ) -> None:
         """Write a checkpoint (call on every rank; global rank 0 writes); ``weights_only``:
         without optimizer, scheduler and callback state (it cannot resume a fit)."""
         state = self.state
         state.board.mark(rank_board.CHECKPOINT)
-        checkpoint_state.save(state, filepath, weights_only)  # through the run's CheckpointIO
+        # through the run's CheckpointIO
+        checkpoint_state.save(state, filepath, weights_only, storage_options)
         self.strategy.barrier()
+
+    def launch(
+        self,
+        stage: str,
+        model: TrainModule | None,
+        datamodule: DataModule | None,
+        ckpt_path: str | None,
+        loaders: tuple,
+        weights_only: bool | None = None,
+    ) -> Any:
+        """Run ``stage`` in this process, or in the ranks the strategy's launcher starts (rank
+        0's output comes back); ``model`` and ``datamodule`` default to the last stage's."""
+        state = self.state
+        model, compiled_by_user = uncompiled(model)
+        if compiled_by_user is not None and state.compile_options is None:
+            state.compile_options = compiled_by_user
+        datamodule, loaders = datamodule_given_as_loaders(datamodule, loaders)
+        data = datamodule if datamodule is not None else state.datamodule
+        check_stage_inputs(stage, model if model is not None else state.module, data, loaders)
+        module: TrainModule = model if model is not None else state.require_module()
+        self.strategy.check_module(module)
+        if ckpt_path is not None:  # a given checkpoint replaces the one set as trainer.ckpt_path
+            state.chosen_ckpt_path = None
+        ckpt_path = ckpt_path if ckpt_path is not None else state.chosen_ckpt_path
+        launcher = self.strategy.launcher(self.settings.max_restarts)
+        if launcher is None:
+            return self.run(stage, module, datamodule, ckpt_path, loaders, weights_only)
+        module.trainer = None
+        if isinstance(launcher, SpawnLauncher):  # its strategy: ours, or our forked twin
+            state.strategy = launcher.strategy
+            named = {"model": module, "datamodule": datamodule, "callbacks": state.callbacks}
+            check_picklable({**named, "dataloaders": loaders})
+        arguments = (stage, module, datamodule, ckpt_path, loaders, weights_only)
+        result = launcher.launch(self.run_in_spawned_rank, *arguments)
+        spawned.adopt_rank_result(state, result, module, datamodule)  # rank 0's
+        module.trainer = self.owner
+        return result["output"]
 
     def run(
         self,
@@ -79,30 +124,41 @@ class StageRunner:
         datamodule: DataModule | None,
         ckpt_path: str | None,
         loaders: tuple,
+        weights_only: bool | None = None,
     ) -> Any:
         """Run ``stage`` ('fit', 'validate', 'test', 'predict') with ``loaders`` (the stage
-        method's loader arguments); returns what the stage method returns."""
+        method's loader arguments) in this process; returns what the stage method returns.
+        ``weights_only``: how the checkpoint loads (None: the Trainer's setting)."""
         state = self.state
         state.board.mark(rank_board.SETUP)
+        state.stage, state.running_stage, state.status = stage, FIRST_LOOP[stage], "running"
+        if weights_only is None:
+            weights_only = self.settings.checkpoint_weights_only
         status = "success"
         try:
-            ckpt_path = self._checkpoint_file(ckpt_path)  # 'last'/'best' resolved once, here
+            ckpt_path = self._checkpoint_file(ckpt_path, weights_only)  # 'last'/'best' resolved
+            state.ckpt_path = ckpt_path
             evaluated = ckpt_path if stage != "fit" else None
             setup_run(state, self.owner, stage, model, datamodule, evaluated)
             if stage == "fit":
-                return self._fit(ckpt_path, *loaders)
+                return self._fit(ckpt_path, weights_only, *loaders)
             if stage == "predict":
-                return self._predict(ckpt_path, *loaders)
-            return self._evaluate(stage, ckpt_path, *loaders)
+                return self._predict(ckpt_path, weights_only, *loaders)
+            return self._evaluate(stage, ckpt_path, weights_only, *loaders)
         except TunerExit:  # the Tuner ran this stage only to tune: it ends after the search
             return None
         except BaseException as error:
+            state.status = "interrupted"
             state.hooks.call_callbacks("on_exception", error)
+            if state.datamodule is not None:
+                state.datamodule.on_exception(error)
             checkpoint_state.finish_saves(state, error)  # the save in flight lands first
             status = "failed"
             raise
         finally:
             teardown_run(state, stage, status)
+            if status == "success":
+                state.status, state.running_stage = "finished", None
             closing, self._closing = self._closing, None
             if closing is not None:
                 closing()
@@ -115,30 +171,29 @@ class StageRunner:
         datamodule: DataModule | None,
         ckpt_path: str | None,
         loaders: tuple,
+        weights_only: bool | None = None,
     ) -> dict[str, Any]:
         """In a spawned rank: run the stage with this rank's strategy; what rank 0 sends back."""
         self.state.strategy = strategy
-        output = self.run(stage, model, datamodule, ckpt_path, loaders)
+        output = self.run(stage, model, datamodule, ckpt_path, loaders, weights_only)
         return spawned.rank_result(self.state, output)
 
-    def _checkpoint_file(self, ckpt_path: str | None) -> str | None:
+    def _checkpoint_file(self, ckpt_path: str | None, weights_only: bool) -> str | None:
         if ckpt_path is None:
             return None
         return checkpoint_state.resolve_path(
             ckpt_path,
             find_checkpoint_callback(self.state.callbacks),
             self.state.default_root_dir,
-            self.settings.checkpoint_weights_only,
+            weights_only,
         )
 
-    def _restore(self, path: str | None, full: bool) -> str | None:
+    def _restore(self, path: str | None, full: bool, weights_only: bool) -> str | None:
         """Load the checkpoint file ``path`` (fully, to resume fit) and say so; returns it."""
         if path is None:
             return None
         state = self.state
-        checkpoint = checkpoint_state.restore(
-            state, path, full, self.settings.checkpoint_weights_only
-        )
+        checkpoint = checkpoint_state.restore(state, path, full, weights_only)
         if self.strategy.is_global_zero:
             epoch = state.position.epoch if full else checkpoint.get("epoch", "?")
             at = f"epoch {epoch}, step {state.position.global_step}"
@@ -146,7 +201,13 @@ class StageRunner:
             print(f"trainkit: loaded {path}; {what}", flush=True)
         return path
 
-    def _fit(self, ckpt_path: str | None, train_loaders: object, val_loaders: object) -> None:
+    def _fit(
+        self,
+        ckpt_path: str | None,
+        weights_only: bool,
+        train_loaders: object,
+        val_loaders: object,
+    ) -> None:
         state, settings, started = self.state, self.settings, time.perf_counter()
         setup_fit(state, self._loaders("train", train_loaders), self._loaders("val", val_loaders))
         effective = self.effective_batch_size
@@ -155,7 +216,7 @@ class StageRunner:
         )
         planned = settings.dry_run or state.limits  # a dry run describes the real run
         self.run_summary = describe_run(state, settings.selection, effective, lr, planned)
-        resumed_from = self._restore(ckpt_path, full=True)
+        resumed_from = self._restore(ckpt_path, True, weights_only)
         if resumed_from is not None:
             self.run_summary = resumed(self.run_summary, resumed_from, state)
         log_hyperparams(state, self.run_summary)
@@ -210,10 +271,19 @@ class StageRunner:
             callback.last_model_path = path
 
     def _evaluate(
-        self, stage: str, ckpt_path: str | None, dataloaders: object, verbose: bool
+        self,
+        stage: str,
+        ckpt_path: str | None,
+        weights_only: bool,
+        dataloaders: object,
+        verbose: bool,
     ) -> list[dict[str, float]]:
         kind = "val" if stage == "validate" else "test"
-        loaders = self._evaluation_loaders(stage, kind, dataloaders, ckpt_path)
+        loaders = self._evaluation_loaders(stage, kind, dataloaders, ckpt_path, weights_only)
+        if stage == "validate":
+            self.state.val_loaders = loaders
+        else:
+            self.state.test_loaders = loaders
         loop_stage = "validation" if stage == "validate" else "test"
         results = EvalLoop(self.state, loop_stage).run(
             loaders, self.state.limits.limit_for(loop_stage)
@@ -225,14 +295,26 @@ class StageRunner:
             print_metrics(stage, as_floats)
         return as_floats
 
-    def _predict(self, ckpt_path: str | None, dataloaders: object) -> list[Any]:
-        loaders = self._evaluation_loaders("predict", "predict", dataloaders, ckpt_path)
+    def _predict(
+        self,
+        ckpt_path: str | None,
+        weights_only: bool,
+        dataloaders: object,
+        return_predictions: bool | None = None,
+    ) -> list[Any] | None:
+        loaders = self._evaluation_loaders(
+            "predict", "predict", dataloaders, ckpt_path, weights_only
+        )
+        self.state.predict_loaders = loaders
         limit = self.state.limits.limit_predict_batches
-        outputs = PredictLoop(self.state).run(loaders, limit)
+        keep = return_predictions is not False
+        outputs = PredictLoop(self.state).run(loaders, limit, keep)
+        if not keep:
+            return None
         return outputs[0] if len(outputs) == 1 else outputs
 
     def _evaluation_loaders(
-        self, stage: str, kind: str, given: object, ckpt_path: str | None
+        self, stage: str, kind: str, given: object, ckpt_path: str | None, weights_only: bool
     ) -> list[Any]:
         """The loaders of validate/test/predict, with the module on its device and weights loaded."""
         loaders = self._loaders(kind, given)
@@ -245,7 +327,7 @@ class StageRunner:
                 f"{stage} needs data: pass dataloaders or a datamodule with one"
             )
         self.state.module.to(self.strategy.root_device)
-        self._restore(ckpt_path, full=False)
+        self._restore(ckpt_path, False, weights_only)
         return loaders
 
     def _loaders(self, kind: str, given: object) -> list[Any]:

@@ -24,6 +24,7 @@ class StageSettings:
     detect_anomaly: bool
     show_summary: bool  # the startup table and the closing lines of a fit (global rank 0)
     dry_run: LoopLimits | None = None  # a dry run: the limits of the real run it stands for
+    max_restarts: int = 0  # failed ranks started again from the newest last.ckpt
 
 
 class OwnsSettings(Protocol):
@@ -73,3 +74,8 @@ def checkpoint_weights_only(self: OwnsSettings) -> bool:
 @property
 def detect_anomaly(self: OwnsSettings) -> bool:
     return self.settings.detect_anomaly
+
+
+@property
+def max_restarts(self: OwnsSettings) -> int:
+    return self.settings.max_restarts

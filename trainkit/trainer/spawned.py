@@ -19,6 +19,7 @@ def rank_result(state: RunState, output: object) -> dict[str, Any]:
             for k, v in state.metrics.epoch_metrics.items()
         },
         "log_dir": state.log_dir,
+        "trainer_state": (state.stage, state.running_stage, state.status),
         "callbacks": {cb.state_key: cb.state_dict() for cb in state.callbacks},
         "output": output,
     }
@@ -34,6 +35,7 @@ def adopt_rank_result(
     state.position.global_step = result["position"]["global_step"]
     state.metrics.epoch_metrics = result["metrics"]
     state.log_dir = result["log_dir"]
+    state.stage, state.running_stage, state.status = result["trainer_state"]
     for callback in state.callbacks:
         callback_state = result["callbacks"].get(callback.state_key)
         if callback_state:

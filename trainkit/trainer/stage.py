@@ -7,7 +7,7 @@ from typing import Any, cast
 
 import torch
 
-from trainkit.callbacks.base import Callback
+from trainkit.callbacks.base import Callback, overrides
 from trainkit.compiling import compile_forward, restore_forward
 from trainkit.datamodule import DataModule
 from trainkit.distributed.rank_board import RankBoard
@@ -93,17 +93,29 @@ def setup_run(
         join_run_of(state.loggers, evaluated)
     resolve_log_dir(state)
     state.profiler.setup(stage, strategy.local_rank, state.log_dir)
-    if state.datamodule is not None:
-        if strategy.local_rank == 0:
-            state.datamodule.prepare_data()
-        strategy.barrier()
-        state.datamodule.setup(stage)
-    model.setup(stage)
-    state.hooks.call_callbacks("setup", stage)
+    prepare_data(state, model)
+    if state.datamodule is not None:  # Lightning's order, and the stage by keyword
+        state.datamodule.setup(stage=stage)
+    state.hooks.call_callbacks("setup", stage=stage)
+    model.setup(stage=stage)
     # layers built here: shard-first under fsdp when fitting, on the device otherwise
     sharded = stage == "fit"
     with strategy.module_init_context() if sharded else torch.device(strategy.root_device):
         model.configure_model()
+
+
+def prepare_data(state: RunState, model: TrainModule) -> None:
+    """``prepare_data`` of the data module, then of the module, where they define one: on local
+    rank 0 of each node (global rank 0 where ``prepare_data_per_node`` is False) while the
+    other ranks wait."""
+    strategy = state.strategy
+    for owner, base in ((state.datamodule, DataModule), (model, TrainModule)):
+        if owner is None or not overrides(owner, base, "prepare_data"):
+            continue
+        per_node = getattr(owner, "prepare_data_per_node", True)
+        if strategy.local_rank == 0 and (per_node or strategy.node_rank == 0):
+            owner.prepare_data()
+        strategy.barrier()
 
 
 def teardown_run(state: RunState, stage: str, status: str = "success") -> None:
@@ -112,11 +124,11 @@ def teardown_run(state: RunState, stage: str, status: str = "success") -> None:
     model = state.module
     if model is not None and state.compile_options is not None:
         restore_forward(model)
-    state.hooks.call_callbacks("teardown", stage)
+    if state.datamodule is not None:  # Lightning's order, and the stage by keyword
+        state.datamodule.teardown(stage=stage)
+    state.hooks.call_callbacks("teardown", stage=stage)
     if model is not None:
-        model.teardown(stage)
-    if state.datamodule is not None:
-        state.datamodule.teardown(stage)
+        model.teardown(stage=stage)
     if state.strategy.is_global_zero:
         for logger in state.loggers:
             logger.finalize(status)
@@ -167,7 +179,7 @@ def log_hyperparams(state: RunState, run_summary: RunSummary | None) -> None:
     from trainkit.checkpoint.files import plain_hparams
 
     params = dict(state.module.hparams) if state.module.log_hyperparams else {}
-    if state.datamodule is not None:
+    if state.datamodule is not None and state.datamodule.log_hyperparams:
         params.update(state.datamodule.hparams)
     params = plain_hparams(params)
     if state.loggers and state.log_dir is not None:

@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from trainkit.callbacks.base import Callback
-from trainkit.compiling import compile_options, uncompiled
+from trainkit.compiling import compile_options
 from trainkit.datamodule import DataModule
 from trainkit.devices import resolve_devices
 from trainkit.distributed.env import detect_environment
 from trainkit.distributed.error_file import install_error_file_hook
-from trainkit.distributed.launchers.spawn import SpawnLauncher, check_picklable
 from trainkit.distributed.restarts import check_max_restarts
 from trainkit.loggers.base import Logger
 from trainkit.module import TrainModule
@@ -24,9 +23,9 @@ from trainkit.profilers import build_profiler
 from trainkit.scaling import RunSummary
 from trainkit.strategies import Placement, Strategy, select_strategy
 from trainkit.strategies.precision import Precision, normalize_precision
+from trainkit.trainer import limits, loader_readouts, status
 from trainkit.trainer import properties as readouts
 from trainkit.trainer import settings as settings_readouts
-from trainkit.trainer import spawned
 from trainkit.trainer.arguments import (
     NONFINITE,
     Features,
@@ -35,10 +34,8 @@ from trainkit.trainer.arguments import (
     build_loggers,
     check_choice,
     check_num_nodes,
-    check_stage_inputs,
     check_strategy_settings,
     check_writable_dir,
-    datamodule_given_as_loaders,
 )
 from trainkit.trainer.launching import fit_under_scheduler
 from trainkit.trainer.loop_settings import fast_dev_limits, loop_limits
@@ -168,13 +165,8 @@ class Trainer:
         placement = Placement(selection, num_nodes, self.cluster, self.precision, sync_batchnorm)
         chosen = select_strategy(strategy, placement)
         check_strategy_settings(
-            chosen,
-            accumulate_grad_batches,
-            lr_scaling,
-            reference_batch_size,
-            batch_size_mode,
+            chosen, accumulate_grad_batches, lr_scaling, reference_batch_size, batch_size_mode
         )
-        self.max_restarts = check_max_restarts(max_restarts)
         self.fast_dev_run = 1 if dry_run else int(fast_dev_run)  # a dry run runs as fast_dev_run=1
         limits = loop_limits(  # the configured run's (a dry run estimates it)
             max_epochs=max_epochs,
@@ -233,10 +225,11 @@ class Trainer:
             detect_anomaly=detect_anomaly,
             show_summary=features.progress_bar and (dry_run or not self.fast_dev_run),
             dry_run=limits if dry_run else None,
+            max_restarts=check_max_restarts(max_restarts),
         )
+        self.barebones = barebones
         self._runner = StageRunner(self.run_state, self, self.settings)
 
-    # ---- public API -------------------------------------------------------------------------------
     def fit(
         self,
         model: TrainModule,
@@ -244,52 +237,69 @@ class Trainer:
         val_dataloaders: object = None,
         datamodule: DataModule | None = None,
         ckpt_path: str | None = None,
+        weights_only: bool | None = None,
     ) -> None:
-        """Train ``model``; ``ckpt_path`` ('last', 'best' or a path) resumes a previous run."""
+        """Train ``model``; ``ckpt_path`` ('last', 'best' or a path) resumes a previous run;
+        ``weights_only``: how it loads (None: ``checkpoint_weights_only``)."""
         with fit_under_scheduler(self, ckpt_path) as ckpt_path:  # early signals, restarts, requeue
-            self._run("fit", model, datamodule, ckpt_path, (train_dataloaders, val_dataloaders))
+            loaders = (train_dataloaders, val_dataloaders)
+            self._runner.launch("fit", model, datamodule, ckpt_path, loaders, weights_only)
 
     def validate(
         self,
         model: TrainModule | None = None,
         dataloaders: object = None,
         ckpt_path: str | None = None,
-        datamodule: DataModule | None = None,
         verbose: bool = True,
+        datamodule: DataModule | None = None,
+        weights_only: bool | None = None,
     ) -> list[dict[str, float]]:
         """Run the validation loop once; returns one metrics dict per dataloader."""
-        return self._run("validate", model, datamodule, ckpt_path, (dataloaders, verbose))
+        loaders = (dataloaders, verbose)
+        return self._runner.launch("validate", model, datamodule, ckpt_path, loaders, weights_only)
 
     def test(
         self,
         model: TrainModule | None = None,
         dataloaders: object = None,
         ckpt_path: str | None = None,
-        datamodule: DataModule | None = None,
         verbose: bool = True,
+        datamodule: DataModule | None = None,
+        weights_only: bool | None = None,
     ) -> list[dict[str, float]]:
         """Run the test loop once; returns one metrics dict per dataloader."""
-        return self._run("test", model, datamodule, ckpt_path, (dataloaders, verbose))
+        loaders = (dataloaders, verbose)
+        return self._runner.launch("test", model, datamodule, ckpt_path, loaders, weights_only)
 
     def predict(
         self,
         model: TrainModule | None = None,
         dataloaders: object = None,
         datamodule: DataModule | None = None,
+        return_predictions: bool | None = None,
         ckpt_path: str | None = None,
-    ) -> list[Any]:
-        """Run ``predict_step`` over the predict loader(s); returns the outputs per batch."""
-        return self._run("predict", model, datamodule, ckpt_path, (dataloaders,))
+        weights_only: bool | None = None,
+    ) -> list[Any] | None:
+        """Run ``predict_step`` over the predict loader(s); the outputs per batch (or None)."""
+        loaders = (dataloaders, return_predictions)
+        return self._runner.launch("predict", model, datamodule, ckpt_path, loaders, weights_only)
 
     def init_module(self, empty_init: bool | None = None) -> AbstractContextManager[Any]:
         """A context to build the module in: on the device, or on the meta device under fsdp
         (each rank then materialises only its shard); ``empty_init=False`` builds it fully."""
         return self.strategy.module_init_context(empty_init)
 
-    def save_checkpoint(self, filepath: str, weights_only: bool = False) -> None:
+    def save_checkpoint(
+        self, filepath: str, weights_only: bool | None = None, storage_options: object = None
+    ) -> None:
         """Write a checkpoint (call on every rank; global rank 0 writes); ``weights_only``:
         without optimizer, scheduler and callback state (it cannot resume a fit)."""
-        self._runner.save_checkpoint(filepath, weights_only)
+        self._runner.save_checkpoint(filepath, bool(weights_only), storage_options)
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        """``print`` on global rank 0 only."""
+        if self.is_global_zero:
+            print(*args, **kwargs)
 
     def log_to_loggers(self, metrics: dict[str, float], step: int) -> None:
         """Send floats to every logger (global rank 0 only)."""
@@ -305,99 +315,87 @@ class Trainer:
         """Samples per optimizer step across every rank (None before the train loader is known)."""
         return self._runner.effective_batch_size
 
-    # ---- running ----------------------------------------------------------------------------------
-    def _run(
-        self,
-        stage: str,
-        model: TrainModule | None,
-        datamodule: DataModule | None,
-        ckpt_path: str | None,
-        loaders: tuple,
-    ) -> Any:
-        model, compiled_by_user = uncompiled(model)
-        if compiled_by_user is not None and self.run_state.compile_options is None:
-            self.run_state.compile_options = compiled_by_user
-        model = model if model is not None else self.lightning_module
-        datamodule, loaders = datamodule_given_as_loaders(datamodule, loaders)
-        data = datamodule if datamodule is not None else self.datamodule
-        check_stage_inputs(stage, model, data, loaders)
-        self.strategy.check_module(model)
-        launcher = self.strategy.launcher(self.max_restarts)
-        if launcher is None:
-            return self._runner.run(stage, model, datamodule, ckpt_path, loaders)
-        model.trainer = None
-        if isinstance(launcher, SpawnLauncher):  # its strategy: ours, or our forked twin
-            self.run_state.strategy = launcher.strategy
-            named = {"model": model, "datamodule": datamodule, "callbacks": self.callbacks}
-            check_picklable({**named, "dataloaders": loaders})
-        result = launcher.launch(
-            self._runner.run_in_spawned_rank, stage, model, datamodule, ckpt_path, loaders
-        )
-        spawned.adopt_rank_result(self.run_state, result, model, datamodule)  # rank 0's
-        model.trainer = self
-        return result["output"]
-
-    # ---- Lightning's read-outs of the run state (trainer/properties.py) ---------------------------
-    # loop position and stop state
-    current_epoch = readouts.current_epoch
+    # ---- Lightning's read-outs of the run state (trainer/properties.py and beside it) -----------
+    state = status.state  # what runs now (trainer/status.py)
+    training = status.training
+    validating = status.validating
+    testing = status.testing
+    predicting = status.predicting
+    sanity_checking = status.sanity_checking
+    evaluating = status.evaluating
+    interrupted = status.interrupted
+    current_epoch = readouts.current_epoch  # loop position and stop state
     global_step = readouts.global_step
     num_training_batches = readouts.num_training_batches
     num_training_batches_seen = readouts.num_training_batches_seen
     num_eval_batches = readouts.num_eval_batches
     should_stop = readouts.should_stop
     preempted = readouts.preempted
+    received_sigterm = readouts.received_sigterm
     fit_done = readouts.fit_done
     is_final_epoch = readouts.is_final_epoch
-    sanity_checking = readouts.sanity_checking
-    state = readouts.state
-    # what runs
-    lightning_module = readouts.lightning_module
+    ckpt_path = readouts.ckpt_path
+    lightning_module = readouts.lightning_module  # what runs
     model = readouts.model
     datamodule = readouts.datamodule
     optimizers = readouts.optimizers
     lr_scheduler_configs = readouts.lr_scheduler_configs
     predict_loop = readouts.predict_loop
-    train_loader = readouts.train_loader
-    val_loaders = readouts.val_loaders
-    train_dataloader = readouts.train_dataloader
-    val_dataloaders = readouts.val_dataloaders
     precision_plugin = readouts.precision_plugin
+    scaler = readouts.scaler
     callbacks = readouts.callbacks
+    checkpoint_callback = readouts.checkpoint_callback
+    checkpoint_callbacks = readouts.checkpoint_callbacks
+    early_stopping_callback = readouts.early_stopping_callback
+    early_stopping_callbacks = readouts.early_stopping_callbacks
+    progress_bar_callback = readouts.progress_bar_callback
     loggers = readouts.loggers
     logger = readouts.logger
     profiler = readouts.profiler
     cli_config = readouts.cli_config
-    checkpoint_callback = readouts.checkpoint_callback
     log_dir = readouts.log_dir
-    # ranks
-    strategy = readouts.strategy
+    train_loader = loader_readouts.train_loader  # the stages' loaders (loader_readouts.py)
+    val_loaders = loader_readouts.val_loaders
+    train_dataloader = loader_readouts.train_dataloader
+    val_dataloaders = loader_readouts.val_dataloaders
+    test_dataloaders = loader_readouts.test_dataloaders
+    predict_dataloaders = loader_readouts.predict_dataloaders
+    num_val_batches = loader_readouts.num_val_batches
+    num_sanity_val_batches = loader_readouts.num_sanity_val_batches
+    num_test_batches = loader_readouts.num_test_batches
+    num_predict_batches = loader_readouts.num_predict_batches
+    enable_validation = loader_readouts.enable_validation
+    strategy = readouts.strategy  # ranks and devices
     world_size = readouts.world_size
     global_rank = readouts.global_rank
     local_rank = readouts.local_rank
     node_rank = readouts.node_rank
     is_global_zero = readouts.is_global_zero
-    # metrics and sizes
-    callback_metrics = readouts.callback_metrics
+    device_ids = readouts.device_ids
+    num_devices = readouts.num_devices
+    distributed_sampler_kwargs = readouts.distributed_sampler_kwargs
+    callback_metrics = readouts.callback_metrics  # metrics and sizes
     progress_bar_metrics = readouts.progress_bar_metrics
+    logged_metrics = readouts.logged_metrics
     estimated_stepping_batches = readouts.estimated_stepping_batches
-    # loop limits (frozen for the run; accumulate_grad_batches is settable per epoch)
-    max_epochs = readouts.max_epochs
-    min_epochs = readouts.min_epochs
-    max_steps = readouts.max_steps
-    min_steps = readouts.min_steps
-    limit_train_batches = readouts.limit_train_batches
-    limit_val_batches = readouts.limit_val_batches
-    limit_test_batches = readouts.limit_test_batches
-    limit_predict_batches = readouts.limit_predict_batches
-    val_check_interval = readouts.val_check_interval
-    check_val_every_n_epoch = readouts.check_val_every_n_epoch
-    num_sanity_val_steps = readouts.num_sanity_val_steps
-    accumulate_grad_batches = readouts.accumulate_grad_batches
-    gradient_clip_val = readouts.gradient_clip_val
-    gradient_clip_algorithm = readouts.gradient_clip_algorithm
-    log_every_n_steps = readouts.log_every_n_steps
-    overfit_batches = readouts.overfit_batches
-    reload_dataloaders_every_n_epochs = readouts.reload_dataloaders_every_n_epochs
+    # loop limits (trainer/limits.py: frozen for the run; accumulate_grad_batches is settable)
+    max_epochs = limits.max_epochs
+    min_epochs = limits.min_epochs
+    max_steps = limits.max_steps
+    min_steps = limits.min_steps
+    limit_train_batches = limits.limit_train_batches
+    limit_val_batches = limits.limit_val_batches
+    limit_test_batches = limits.limit_test_batches
+    limit_predict_batches = limits.limit_predict_batches
+    val_check_interval = limits.val_check_interval
+    check_val_every_n_epoch = limits.check_val_every_n_epoch
+    num_sanity_val_steps = limits.num_sanity_val_steps
+    accumulate_grad_batches = limits.accumulate_grad_batches
+    gradient_clip_val = limits.gradient_clip_val
+    gradient_clip_algorithm = limits.gradient_clip_algorithm
+    log_every_n_steps = limits.log_every_n_steps
+    overfit_batches = limits.overfit_batches
+    reload_dataloaders_every_n_epochs = limits.reload_dataloaders_every_n_epochs
     # the Trainer's own settings (trainer/settings.py; read-only)
     selection = settings_readouts.selection
     lr_scaling = settings_readouts.lr_scaling
@@ -407,3 +405,4 @@ class Trainer:
     use_distributed_sampler = settings_readouts.use_distributed_sampler
     checkpoint_weights_only = settings_readouts.checkpoint_weights_only
     detect_anomaly = settings_readouts.detect_anomaly
+    max_restarts = settings_readouts.max_restarts
