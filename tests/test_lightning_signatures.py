@@ -47,7 +47,6 @@ MEMBER_DIFFERENCES = {
     "`current_epoch`, `global_step`, `num_training_batches`",
     "Trainer.validate_loop": "as `fit_loop`",
     "Trainer.test_loop": "as `fit_loop`",
-    "Trainer.predict_loop": "as `fit_loop`",
     "Trainer.val_check_batch": "an internal of Lightning's validation schedule: read "
     "`val_check_interval` and `check_val_every_n_epoch`",
     "Trainer.enable_autolog_hparams": "the Trainer argument is not supported: hyperparameters "
