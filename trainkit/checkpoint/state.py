@@ -16,6 +16,7 @@ from trainkit.checkpoint.files import (
     require_state_dict,
 )
 from trainkit.checkpoint.world_change import WorldChange, world_change
+from trainkit.distributed.slurm import requeue_min_steps
 from trainkit.loops.state import ResumePoint, RunState
 from trainkit.metrics import MetricStore
 from trainkit.module import TrainModule
@@ -48,6 +49,8 @@ def dump(state: RunState, weights_only: bool = False) -> dict[str, Any]:
         "precision": strategy.precision,
         "config": state.cli_config,
         "optimizer_classes": [qualified_name(type(o)) for o in state.optimizers],
+        # requeued attempts in a row that stopped before a step (a requeue bound reads it)
+        "stalled_attempts": state.stop.stalled_now(position.global_step, requeue_min_steps()),
     }
     train_store = state.metrics.train_store
     if position.fitting and position.phase == "batches" and train_store is not None:
@@ -155,6 +158,8 @@ def restore(state: RunState, path: str, full: bool, weights_only: bool = True) -
     change = changed_world(checkpoint, skip, state)
     if change is not None and state.strategy.is_global_zero:
         print(change.describe(state.position.epoch), flush=True)
+    state.stop.resumed_step = checkpoint["global_step"]
+    state.stop.stalled_attempts = checkpoint.get("stalled_attempts", 0)
     state.stop.resume = ResumePoint(
         rng=checkpoint["rng_states"],
         epoch_rng=checkpoint["epoch_start_rng_states"],

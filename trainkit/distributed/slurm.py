@@ -19,6 +19,13 @@ REQUEUE_ENV = "TRAINKIT_AUTO_REQUEUE"  # "0": never requeue the SLURM job after 
 # sbatch --signal=USR1@N sends before the time limit; SIGTERM (scancel, the limit itself, a
 # manual scontrol requeue, node shutdown) saves and stops without requeueing unless set to TERM
 REQUEUE_SIGNAL_ENV = "TRAINKIT_REQUEUE_SIGNAL"
+# a resumed attempt that trains fewer steps than this made no progress (start-up took its time
+# window; a stop signal is held until the first step, so a step is no proof of progress)
+MIN_STEPS_ENV = "TRAINKIT_REQUEUE_MIN_STEPS"
+DEFAULT_MIN_STEPS = 10
+# how many such attempts in a row are still requeued; after them trainkit gives up
+STALLED_ENV = "TRAINKIT_MAX_STALLED_REQUEUES"
+DEFAULT_STALLED = 2
 REQUEUE_SIGNALS = ("USR1", "TERM")
 
 
@@ -132,7 +139,26 @@ def requeue_signal() -> str:
     return f"SIG{name}"
 
 
-def requeue_after_preemption(is_global_zero: bool, stopped_by: str | None) -> None:
+def max_stalled_requeues(environ: Mapping[str, str] = os.environ) -> int:
+    """How many resumed attempts in a row may train too few steps and still be requeued."""
+    return _count(environ, STALLED_ENV, DEFAULT_STALLED)
+
+
+def requeue_min_steps(environ: Mapping[str, str] = os.environ) -> int:
+    """The training steps a resumed attempt must make to count as progress."""
+    return _count(environ, MIN_STEPS_ENV, DEFAULT_MIN_STEPS)
+
+
+def _count(environ: Mapping[str, str], name: str, default: int) -> int:
+    raw = environ.get(name, str(default))
+    if not raw.isdigit():
+        raise ConfigError(name, raw, "an int >= 0", f"unset it for {default}")
+    return int(raw)
+
+
+def requeue_after_preemption(
+    is_global_zero: bool, stopped_by: str | None, stalled: int = 0
+) -> None:
     """On global rank 0 of a SLURM batch job, once every rank saved after ``stopped_by`` (the
     stop signal's name): ``scontrol requeue $SLURM_JOB_ID`` if that is the requeue signal, so
     the job runs again and resumes from ``last`` (Lightning's auto_requeue); any other signal
@@ -148,6 +174,17 @@ def requeue_after_preemption(is_global_zero: bool, stopped_by: str | None) -> No
             f"{wanted} requeues it (sbatch --signal={wanted.removeprefix('SIG')}@120 sends it "
             f"before the time limit; scancel and the limit itself send SIGTERM; "
             f"{REQUEUE_SIGNAL_ENV}=TERM requeues after those too)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return
+    bound = max_stalled_requeues()
+    if stalled > bound:
+        print(
+            f"trainkit: not requeueing SLURM job {job_id}: its last {stalled} resumed attempts "
+            f"each trained fewer than {requeue_min_steps()} steps (start-up takes the time "
+            "window); give the job more time or an earlier --signal, then resubmit it "
+            f"({STALLED_ENV}={bound}, {MIN_STEPS_ENV}={requeue_min_steps()})",
             file=sys.stderr,
             flush=True,
         )

@@ -170,6 +170,15 @@ class StopState:
     should_stop: bool = False
     preempted: str | None = None
     resume: ResumePoint | None = None
+    resumed_step: int | None = None  # the global step of the checkpoint this fit resumed
+    stalled_attempts: int = 0  # earlier resumed attempts in a row that trained too few steps
+
+    def stalled_now(self, global_step: int, min_steps: int) -> int:
+        """Resumed attempts in a row that trained fewer than ``min_steps`` steps, this one
+        counted if it did (a first attempt, which resumed nothing, never counts)."""
+        if self.resumed_step is None or global_step - self.resumed_step >= min_steps:
+            return 0
+        return self.stalled_attempts + 1
 
 
 @dataclass

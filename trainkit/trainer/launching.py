@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from trainkit.distributed.restarts import restart_checkpoint
 from trainkit.distributed.signals import hold_stop_signals
-from trainkit.distributed.slurm import requeue_after_preemption, requeue_signal
+from trainkit.distributed.slurm import (
+    max_stalled_requeues,
+    requeue_after_preemption,
+    requeue_min_steps,
+    requeue_signal,
+)
 
 if TYPE_CHECKING:
     from trainkit.strategies import Strategy
@@ -28,6 +33,8 @@ class ScheduledFit(Protocol):
     def is_global_zero(self) -> bool: ...
     @property
     def preempted(self) -> str | None: ...
+    @property
+    def stalled_attempts(self) -> int: ...
 
 
 @contextlib.contextmanager
@@ -38,9 +45,13 @@ def fit_under_scheduler(trainer: ScheduledFit, ckpt_path: str | None) -> Iterato
     runs_here = trainer.strategy.cluster.external or trainer.world_size <= 1
     if "SLURM_JOB_ID" in os.environ:
         requeue_signal()  # a bad TRAINKIT_REQUEUE_SIGNAL fails now, not after hours of training
+        max_stalled_requeues()  # and bad requeue bounds
+        requeue_min_steps()
     with hold_stop_signals():
         yield restart_checkpoint(
             ckpt_path, trainer.default_root_dir, trainer.is_global_zero and runs_here
         )
     if trainer.preempted:
-        requeue_after_preemption(trainer.is_global_zero, trainer.preempted)
+        requeue_after_preemption(
+            trainer.is_global_zero, trainer.preempted, trainer.stalled_attempts
+        )

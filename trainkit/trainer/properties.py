@@ -326,3 +326,12 @@ def estimated_stepping_batches(self: OwnsRunState) -> int | float:
         self.run_state.train_loader, limits.limit_train_batches, "limit_train_batches"
     )
     return limits.total_steps(per_epoch)
+
+
+@property
+def stalled_attempts(self: OwnsRunState) -> int:
+    """Resumed attempts in a row (this one counted) that trained too few steps: a requeued
+    job whose start-up eats its time window (the requeue bound reads it)."""
+    from trainkit.distributed.slurm import requeue_min_steps
+
+    return self.run_state.stop.stalled_now(self.run_state.position.global_step, requeue_min_steps())

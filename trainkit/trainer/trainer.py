@@ -331,6 +331,7 @@ class Trainer:
     num_eval_batches = readouts.num_eval_batches
     should_stop = readouts.should_stop
     preempted = readouts.preempted
+    stalled_attempts = readouts.stalled_attempts
     received_sigterm = readouts.received_sigterm
     fit_done = readouts.fit_done
     is_final_epoch = readouts.is_final_epoch
