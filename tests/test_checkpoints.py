@@ -162,3 +162,28 @@ def test_a_full_disk_is_named_with_the_bytes_needed_and_leaves_no_temp_file(full
         "free there"
     ), err.value
     assert list(full_disk.iterdir()) == []  # the partial temp file is gone
+
+
+def test_resuming_sweeps_what_a_killed_writer_left_beside_the_checkpoint(make_trainer, tmp_path):
+    """The resumed run may write into another version folder: the dead writer's temp file in
+    the checkpoint's folder goes when fit resumes from it; a live writer's and another host's stay."""
+    import socket
+    import subprocess
+
+    from tests.helpers.models import Regression, regression_loader
+    from trainkit.checkpoint.files import writer_tag
+
+    first = make_trainer(max_epochs=1, enable_checkpointing=True)
+    first.fit(Regression(), regression_loader())
+    (last,) = tmp_path.glob("**/last.ckpt")
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its pid belongs to no process now
+    host = socket.gethostname().split(".")[0]
+    dead = last.parent / f".last.ckpt.{host}-{gone.pid}.abc123.tmp"
+    live = last.parent / f".last.ckpt.{writer_tag()}.def456.tmp"
+    elsewhere = last.parent / f".last.ckpt.otherhost-{gone.pid}.ghi789.tmp"
+    for temp in (dead, live, elsewhere):
+        temp.write_bytes(b"half a checkpoint")
+    again = make_trainer(max_epochs=2, default_root_dir=str(tmp_path / "second"))
+    again.fit(Regression(), regression_loader(), ckpt_path=str(last))
+    assert not dead.exists() and live.exists() and elsewhere.exists()

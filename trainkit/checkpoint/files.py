@@ -7,6 +7,7 @@ import errno
 import os
 import re
 import shutil
+import socket
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -20,13 +21,45 @@ if TYPE_CHECKING:
 CHECKPOINT_FORMAT = 1
 
 
+# a temp file's name: .<checkpoint name>.<host>-<pid>.<random>.tmp (the writer, to sweep it once
+# that process is gone)
+_TEMP = re.compile(r"^\..+\.(?P<host>[^.]+)-(?P<pid>\d+)\.[^.]+\.tmp$")
+
+
+def writer_tag() -> str:
+    """``<host>-<pid>`` of this process, as its temp files carry it."""
+    return f"{socket.gethostname().split('.')[0]}-{os.getpid()}"
+
+
+def sweep_dead_writers(folder: Path) -> None:
+    """Remove the temp files of checkpoint writers on this host that are no longer running (a
+    writer killed mid-save); a live writer's, or another host's, stay."""
+    host = socket.gethostname().split(".")[0]
+    for temp in folder.glob(".*.tmp"):
+        owner = _TEMP.match(temp.name)
+        if owner is None or owner["host"] != host or _alive(int(owner["pid"])):
+            continue
+        temp.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
 def save_checkpoint(checkpoint: dict[str, Any], path: str | os.PathLike) -> Path:
     """Write ``checkpoint`` to ``path`` atomically: temp file, fsync, rename, fsync the folder."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a writer that was killed
-        stale.unlink(missing_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    sweep_dead_writers(path.parent)
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{path.name}.{writer_tag()}.", suffix=".tmp", dir=path.parent
+    )
     try:
         os.fchmod(fd, 0o666 & ~current_umask())  # as open() would: teammates can read it
         with os.fdopen(fd, "wb") as handle:

@@ -14,6 +14,7 @@ from trainkit.checkpoint.files import (
     load_checkpoint,
     plain_hparams,
     require_state_dict,
+    sweep_dead_writers,
 )
 from trainkit.checkpoint.world_change import WorldChange, world_change
 from trainkit.distributed.slurm import requeue_min_steps
@@ -136,6 +137,8 @@ def restore(state: RunState, path: str, full: bool, weights_only: bool = True) -
         return checkpoint
     require_resume_state(checkpoint, str(path))
     check_changes(checkpoint, state, str(path))
+    if state.strategy.is_global_zero and Path(path).is_file():  # what a killed writer left there
+        sweep_dead_writers(Path(path).parent)
     states = checkpoint["optimizer_states"]
     if len(states) != len(state.optimizers):
         raise CheckpointError(
