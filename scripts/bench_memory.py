@@ -16,7 +16,9 @@ GNU ``time -f %M``: the peak RSS of the largest single process that time waited 
 rank; getrusage's RUSAGE_CHILDREN, a max, not a sum). Without GNU time the same number comes from
 ``os.wait4`` (the child's ru_maxrss, which covers its waited-for descendants). The baseline is the
 same script with Linear(64, 64). Each process's own peak (VmHWM, sampled every 50 ms) is listed
-too, so it shows which process that maximum is.
+too, so it shows which process that maximum is. The "+ ckpt" rows turn checkpointing on (a save
+at the end of the epoch: fsdp's default 'full' checkpoint gathers the whole state on rank 0;
+'sharded' writes each rank's shards) and are compared with ddp + ckpt.
 """
 
 from __future__ import annotations
@@ -206,10 +208,12 @@ USER_SCRIPT = textwrap.dedent('''
 
     def strategy():
         name = os.environ["BENCH_STRATEGY"]
-        if name == "fsdp, one unit":  # the whole model one unit (the default before issue 33)
+        if name.startswith("fsdp,"):  # "fsdp, one unit" (the default before issue 33), "fsdp, sharded"
             from trainkit.strategies import FSDPStrategy
 
-            return FSDPStrategy(min_num_params=0)
+            if name == "fsdp, one unit":
+                return FSDPStrategy(min_num_params=0)
+            return FSDPStrategy(state_dict_type="sharded")
         return name
 
 
@@ -221,11 +225,22 @@ USER_SCRIPT = textwrap.dedent('''
             max_steps=3,
             logger=False,
             enable_progress_bar=False,
-            enable_checkpointing=False,
+            enable_checkpointing=bool(os.environ.get("BENCH_CHECKPOINT")),
             num_sanity_val_steps=0,
         ).fit(Stack(), DataLoader(TensorDataset(torch.randn(64, WIDTH)), batch_size=8))
 ''')
-SCRIPT_STRATEGIES = ["ddp", "fsdp", "fsdp, one unit"]
+# row -> (the script's environment, the row it is compared with)
+SCRIPT_CASES = {
+    "ddp": ({"BENCH_STRATEGY": "ddp"}, "ddp"),
+    "fsdp": ({"BENCH_STRATEGY": "fsdp"}, "ddp"),
+    "fsdp, one unit": ({"BENCH_STRATEGY": "fsdp, one unit"}, "ddp"),
+    "ddp + ckpt": ({"BENCH_STRATEGY": "ddp", "BENCH_CHECKPOINT": "1"}, "ddp + ckpt"),
+    "fsdp + full ckpt": ({"BENCH_STRATEGY": "fsdp", "BENCH_CHECKPOINT": "1"}, "ddp + ckpt"),
+    "fsdp + sharded ckpt": (
+        {"BENCH_STRATEGY": "fsdp, sharded", "BENCH_CHECKPOINT": "1"},
+        "ddp + ckpt",
+    ),
+}
 
 
 def gnu_time() -> str | None:
@@ -261,13 +276,15 @@ def process_peaks(root_pid: int, peaks: dict[int, tuple[str, int]]) -> None:
         peaks[proc.pid] = (f"rank {rank}" if rank is not None else "launcher", hwm)
 
 
-def run_script(path: Path, env: dict[str, str], timer: str | None) -> tuple[int, dict[str, int]]:
-    """Run ``python path`` (under GNU time if given): the peak RSS in KiB that time (or wait4)
-    reports, and each process's own peak by role."""
-    command = [sys.executable, str(path)]
+def run_script(folder: Path, env: dict[str, str], timer: str | None) -> tuple[int, dict[str, int]]:
+    """Run ``python script.py`` in ``folder`` (under GNU time if given): the peak RSS in KiB that
+    time (or wait4) reports, and each process's own peak by role."""
+    command = [sys.executable, "script.py"]
     if timer:
         command = [timer, "-f", "%M", *command]
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        command, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     peaks: dict[int, tuple[str, int]] = {}
     stderr_lines: list[bytes] = []
     os.set_blocking(proc.stderr.fileno(), False)  # type: ignore[union-attr]
@@ -284,7 +301,7 @@ def run_script(path: Path, env: dict[str, str], timer: str | None) -> tuple[int,
     rest = proc.stderr.read()  # type: ignore[union-attr]
     err = b"".join([*stderr_lines, rest or b""]).decode(errors="replace")
     if proc.returncode != 0:
-        raise SystemExit(f"{path.name} failed ({proc.returncode}):\n{err[-3000:]}")
+        raise SystemExit(f"{folder}/script.py failed ({proc.returncode}):\n{err[-3000:]}")
     peak = int(err.strip().splitlines()[-1]) if timer else usage.ru_maxrss
     roles: dict[str, int] = {}
     for role, hwm in peaks.values():
@@ -295,36 +312,38 @@ def run_script(path: Path, env: dict[str, str], timer: str | None) -> tuple[int,
 def script(args: argparse.Namespace) -> None:
     """The user's script under time -f %M (or wait4): peak RSS of the largest process."""
     timer = gnu_time() if args.timer == "auto" else None
-    how = f"GNU time -f %M ({timer})" if timer else "os.wait4 ru_maxrss (GNU time not installed)"
+    how = f"GNU time -f %M ({timer})" if timer else "os.wait4 ru_maxrss (GNU time not used)"
     print(
         f"\nA user's script (layers in configure_model, strategy by name, "
         f"torch.set_num_threads(1)) on {args.ranks} ranks; peak RSS of the largest process by "
-        f"{how}; baseline: Linear(64, 64); MiB"
+        f"{how}; baseline: Linear(64, 64); MiB; '+ ckpt': enable_checkpointing=True"
     )
-    print(f"{'strategy':<16} {'base':>6} {'peak':>6} {'above':>6} {'vs ddp':>7}   per process")
+    print(f"{'run':<20} {'base':>6} {'peak':>6} {'above':>6} {'vs':>17}   per process")
+    above: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "script.py"
-        path.write_text(USER_SCRIPT)
-        ddp_above = None
-        for name in SCRIPT_STRATEGIES:
+        for name, (case, reference) in SCRIPT_CASES.items():
             measured = {}
             for width in (64, args.width):
+                run = Path(folder, f"{name} {width}".replace(" ", "_").replace(",", ""))
+                run.mkdir()
+                (run / "script.py").write_text(USER_SCRIPT)
                 env = {
                     **os.environ,
+                    **case,
                     "PYTHONPATH": str(REPO),
-                    "BENCH_STRATEGY": name,
                     "BENCH_LAYERS": str(args.layers),
                     "BENCH_WIDTH": str(width),
                     "BENCH_RANKS": str(args.ranks),
                 }
-                measured[width] = run_script(path, env, timer)
+                measured[width] = run_script(run, env, timer)
+                if case.get("BENCH_CHECKPOINT") and not any(run.glob("**/*.ckpt")):
+                    raise SystemExit(f"{name}: no checkpoint was written under {run}")
             (base, _), (peak, roles) = measured[64], measured[args.width]
-            above = (peak - base) / 1024
-            ddp_above = ddp_above or above
+            above[name] = (peak - base) / 1024
             each = ", ".join(f"{role} {kib / 1024:.0f}" for role, kib in sorted(roles.items()))
             print(
-                f"{name:<16} {base / 1024:>6.0f} {peak / 1024:>6.0f} {above:>6.0f} "
-                f"{above / ddp_above:>6.2f}x   {each}"
+                f"{name:<20} {base / 1024:>6.0f} {peak / 1024:>6.0f} {above[name]:>6.0f} "
+                f"{above[name] / above[reference]:>5.2f}x {reference:<11}   {each}"
             )
 
 

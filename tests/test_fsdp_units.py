@@ -79,6 +79,18 @@ def test_class_names_replace_the_size_rule_unless_it_is_also_given():
     assert units_of(model, ["LayerNorm"], 0) == ["0.norm"]
 
 
+def test_classes_match_themselves_and_their_subclasses_as_in_lightning():
+    model = on_meta(lambda: nn.Sequential(Block(), nn.Linear(1024, 1024)))
+    strategy = FSDPStrategy(auto_wrap_policy={nn.Linear})  # Lightning's set of classes
+    assert strategy.auto_wrap_policy == [nn.Linear] and strategy.min_num_params == 0
+    assert units_of(model, [nn.Linear], 0) == ["1", "0.o", "0.v", "0.k", "0.q"]
+
+
+def test_a_policy_that_is_not_classes_is_a_config_error_naming_the_accepted_forms():
+    with pytest.raises(ConfigError, match=r"expected module class names or classes"):
+        FSDPStrategy(auto_wrap_policy=lambda module, recurse, nonwrapped_numel: True)  # type: ignore[arg-type]
+
+
 def test_min_num_params_zero_makes_the_whole_model_one_unit():
     model = on_meta(lambda: nn.Sequential(*[nn.Linear(2048, 2048) for _ in range(2)]))
     assert FSDPStrategy(min_num_params=0).min_num_params == 0

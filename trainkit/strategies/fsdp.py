@@ -18,6 +18,7 @@ from trainkit.strategies.shard_units import (
     default_min_num_params,
     describe_units,
     shard_units,
+    unit_classes,
 )
 from trainkit.strategies.step_forwarder import StepForwarder
 
@@ -39,7 +40,7 @@ class FSDPStrategy(ParallelStrategy):
     def __init__(
         self,
         sharding_strategy: str = "FULL_SHARD",
-        auto_wrap_policy: list[str] | None = None,
+        auto_wrap_policy: list[str | type[nn.Module]] | set[type[nn.Module]] | None = None,
         min_num_params: int | None = None,
         activation_checkpointing: list[str] | None = None,
         cpu_offload: bool = False,
@@ -52,7 +53,8 @@ class FSDPStrategy(ParallelStrategy):
         Args:
             sharding_strategy: 'FULL_SHARD' (reshard parameters after forward) or 'SHARD_GRAD_OP'
                 (keep them gathered until backward: more memory, less communication).
-            auto_wrap_policy: Module class names sharded as their own unit, e.g. [Linear, Block].
+            auto_wrap_policy: Modules sharded as their own unit: class names, e.g. [Linear, Block],
+                or classes (and their subclasses), e.g. {nn.Linear}.
             min_num_params: Also shard as a unit any module with at least this many parameters not
                 in a smaller unit (default: 1,000,000 without auto_wrap_policy, else 0; 0 with no
                 class names: the whole model is one unit, gathered whole each step).
@@ -80,7 +82,7 @@ class FSDPStrategy(ParallelStrategy):
                 "an int >= 0 or None (1,000,000 without auto_wrap_policy, else 0)",
                 "0 makes the whole model one unit",
             )
-        self.auto_wrap_policy = list(auto_wrap_policy or [])
+        self.auto_wrap_policy = unit_classes(auto_wrap_policy)
         self.min_num_params = (
             default_min_num_params(self.auto_wrap_policy)
             if min_num_params is None

@@ -13,24 +13,53 @@ from typing import TypeVar
 
 from torch import nn
 
-from trainkit.errors import MisconfigurationError
+from trainkit.errors import ConfigError, MisconfigurationError
 
 T = TypeVar("T")
 
 DEFAULT_MIN_NUM_PARAMS = 1_000_000  # 4 MB in float32: each gather is big enough to be efficient
 CONTAINERS = (nn.ModuleList, nn.ModuleDict)  # they have no forward, so FSDP cannot gather them
 
+UnitClass = str | type[nn.Module]  # a class name (exact), or a class (and its subclasses)
 
-def default_min_num_params(class_names: Sequence[str]) -> int:
+
+def unit_classes(policy: object) -> list[UnitClass]:
+    """``auto_wrap_policy`` as a list of class names and classes, or a ConfigError."""
+    if policy is None:
+        return []
+    if isinstance(policy, list | tuple | set | frozenset) and all(map(_is_unit_class, policy)):
+        return list(policy)
+    raise ConfigError(
+        "fsdp auto_wrap_policy",
+        policy,
+        "module class names or classes, e.g. ['Linear', 'Block'] or {nn.Linear}",
+        "a size rule is min_num_params (a callable policy is FSDP1's, not supported)",
+    )
+
+
+def _is_unit_class(entry: object) -> bool:
+    """Whether ``entry`` names a module class (a string) or is one."""
+    return isinstance(entry, str) or (isinstance(entry, type) and issubclass(entry, nn.Module))
+
+
+def matches(module: nn.Module, classes: Sequence[UnitClass]) -> bool:
+    """Whether ``module`` is of a class in ``classes``: its exact class name, or a class."""
+    return any(
+        type(module).__name__ == entry if isinstance(entry, str) else isinstance(module, entry)
+        for entry in classes
+    )
+
+
+def default_min_num_params(class_names: Sequence[UnitClass]) -> int:
     """The size rule when none is configured: units by size unless classes are named."""
     return 0 if class_names else DEFAULT_MIN_NUM_PARAMS
 
 
 def shard_units(
-    module: nn.Module, class_names: Sequence[str], min_num_params: int
+    module: nn.Module, class_names: Sequence[UnitClass], min_num_params: int
 ) -> list[nn.Module]:
     """The submodules of ``module`` (never itself) to shard as units, children before parents:
-    every module whose class name is in ``class_names``, and, when ``min_num_params`` > 0, every
+    every module of a class in ``class_names`` (a name, or a class), and, when ``min_num_params`` > 0, every
     module whose parameters not yet in a smaller unit number at least that many, unless it is a
     container without forward or registers a parameter that a module outside it also registers
     (tied weights stay in a unit holding both users)."""
@@ -41,7 +70,7 @@ def shard_units(
         if sub is module:
             continue
         pending = {id(p): p for p in sub.parameters() if id(p) not in claimed}
-        by_name = type(sub).__name__ in class_names
+        by_name = matches(sub, class_names)
         if not by_name and not _large_and_self_contained(sub, pending, owners, min_num_params):
             continue
         units.append(sub)
