@@ -2,9 +2,9 @@
 
 A unit's full parameters exist on a rank only while that unit runs; parameters in no smaller unit
 belong to the root unit, gathered whole for the step. With the root as the only unit, every rank
-holds the whole model's parameters and gradients during forward and backward, and sharding saves
-only the optimizer state's share: so by default every module holding at least
-``DEFAULT_MIN_NUM_PARAMS`` parameters of its own (not already in a smaller unit) is a unit."""
+holds the whole model's parameters and gradients during every step on top of its shards, so by
+default every module holding at least ``DEFAULT_MIN_NUM_PARAMS`` parameters not already in a
+smaller unit is a unit of its own."""
 
 from __future__ import annotations
 
