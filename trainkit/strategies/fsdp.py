@@ -13,6 +13,13 @@ from torch.utils.checkpoint import checkpoint
 
 from trainkit.errors import ConfigError
 from trainkit.strategies.parallel import ParallelStrategy
+from trainkit.strategies.shard_units import (
+    call_explaining_units,
+    default_min_num_params,
+    describe_units,
+    shard_units,
+    unit_classes,
+)
 from trainkit.strategies.step_forwarder import StepForwarder
 
 if TYPE_CHECKING:
@@ -33,8 +40,8 @@ class FSDPStrategy(ParallelStrategy):
     def __init__(
         self,
         sharding_strategy: str = "FULL_SHARD",
-        auto_wrap_policy: list[str] | None = None,
-        min_num_params: int = 0,
+        auto_wrap_policy: list[str | type[nn.Module]] | set[type[nn.Module]] | None = None,
+        min_num_params: int | None = None,
         activation_checkpointing: list[str] | None = None,
         cpu_offload: bool = False,
         mixed_precision: bool = True,
@@ -46,9 +53,11 @@ class FSDPStrategy(ParallelStrategy):
         Args:
             sharding_strategy: 'FULL_SHARD' (reshard parameters after forward) or 'SHARD_GRAD_OP'
                 (keep them gathered until backward: more memory, less communication).
-            auto_wrap_policy: Module class names sharded as their own unit, e.g. [Linear, Block].
-            min_num_params: Also shard any module with at least this many parameters of its own
-                subtree as a unit (0: only by class name).
+            auto_wrap_policy: Modules sharded as their own unit: class names, e.g. [Linear, Block],
+                or classes (and their subclasses), e.g. {nn.Linear}.
+            min_num_params: Also shard as a unit any module with at least this many parameters not
+                in a smaller unit (default: 1,000,000 without auto_wrap_policy, else 0; 0 with no
+                class names: the whole model is one unit, gathered whole each step).
             activation_checkpointing: Module class names whose activations are recomputed in backward.
             cpu_offload: Keep sharded parameters, gradients and optimizer state in CPU memory.
             mixed_precision: Under bf16-mixed/16-mixed, compute in that dtype (reduce in float32).
@@ -66,22 +75,24 @@ class FSDPStrategy(ParallelStrategy):
             raise ConfigError("fsdp state_dict_type", state_dict_type, "'full' or 'sharded'")
         self.state_dict_type = state_dict_type
         self.sharding_strategy = sharding_strategy
-        self.auto_wrap_policy = list(auto_wrap_policy or [])
-        self.min_num_params = min_num_params
+        if min_num_params is not None and min_num_params < 0:
+            raise ConfigError(
+                "fsdp min_num_params",
+                min_num_params,
+                "an int >= 0 or None (1,000,000 without auto_wrap_policy, else 0)",
+                "0 makes the whole model one unit",
+            )
+        self.auto_wrap_policy = unit_classes(auto_wrap_policy)
+        self.min_num_params = (
+            default_min_num_params(self.auto_wrap_policy)
+            if min_num_params is None
+            else min_num_params
+        )
         self.activation_checkpointing = list(activation_checkpointing or [])
         self.cpu_offload = cpu_offload
         self.mixed_precision = mixed_precision
         self._init_rng_state: torch.Tensor | None = None
-
-    def _wraps(self, module: nn.Module) -> bool:
-        if type(module).__name__ in self.auto_wrap_policy:
-            return True
-        if self.min_num_params and any(True for _ in module.children()):
-            return False  # by size, shard leaves-with-parameters groups only at the lowest level
-        return (
-            bool(self.min_num_params)
-            and sum(p.numel() for p in module.parameters()) >= self.min_num_params
-        )
+        self._units = ""  # the shard units setup_module chose, named for error messages
 
     def _policies(self) -> dict[str, Any]:
         from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy
@@ -124,9 +135,10 @@ class FSDPStrategy(ParallelStrategy):
             if type(sub).__name__ in self.activation_checkpointing:
                 sub.forward = functools.partial(checkpoint, sub.forward, use_reentrant=False)
         kwargs = self._policies()
-        for sub in reversed(list(module.modules())):  # children before parents
-            if sub is not module and self._wraps(sub):
-                fully_shard(sub, **kwargs)
+        units = shard_units(module, self.auto_wrap_policy, self.min_num_params)
+        self._units = describe_units(module, units)
+        for sub in units:
+            fully_shard(sub, **kwargs)  # children before parents
         forwarder = StepForwarder(module)
         fully_shard(forwarder, **kwargs)  # the root unit: every parameter not in a smaller unit
         if declared_on_meta:
@@ -136,14 +148,16 @@ class FSDPStrategy(ParallelStrategy):
 
     def training_step_fn(self, wrapped: nn.Module, module: TrainModule) -> Any:
         """The training step enters through the root unit, which gathers the parameters."""
-        return wrapped
+        return functools.partial(call_explaining_units, wrapped, self._units)
 
     def step_fn(self, module: TrainModule, name: str) -> Any:
         """Evaluation steps enter through the root unit too (FSDP gathers parameters there)."""
         forwarder = getattr(self, "_forwarder", None)
         if forwarder is None:
             return getattr(module, name)
-        return functools.partial(forwarder, step=name)
+        return functools.partial(
+            call_explaining_units, functools.partial(forwarder, step=name), self._units
+        )
 
     def no_backward_sync(self, wrapped: nn.Module) -> Any:
         import contextlib
