@@ -33,12 +33,11 @@ BUILT = ("precision", "world_size", "optimizers")  # what the run built, beside 
 # keys of the CLI config that say how this run was started, not what it trains
 IGNORED = frozenset({"ckpt_path", "config", "allow_resume_changes", "dry_run"})
 
-# changes that leave the saved state meaningless or wrong to continue from: the module may be
-# built differently, the optimizer state belongs to another optimizer or number format
-# (the optimizer and precision are judged by what the run built, which a config may not say)
-BREAKING_PREFIXES = ("model.", "optimizers", "precision")
+# changes that leave the saved optimizer state wrong to continue from, judged by what the run
+# built (a config may not say); a model argument that builds the module differently shows as
+# weights that do not fit, and that refusal names the model arguments that changed
+BREAKING_PREFIXES = ("optimizers", "precision")
 WHY = {
-    "model.": "the module is built from its arguments: the saved state belongs to the saved ones",
     "optimizers": "the saved optimizer state belongs to the saved optimizer class",
     "precision": "the saved optimizer and scaler state were kept in the saved precision",
 }
@@ -142,6 +141,18 @@ def check(
     if show:
         print(table(found), flush=True)
     refuse_breaking(found, allowed_keys(), path)
+
+
+def model_changes(checkpoint: Mapping[str, Any], now: RunSettings) -> str:
+    """``"; changed since it was saved: model.x 8 -> 16, ..."`` for the model's settings that
+    differ (the likely cause of weights that do not fit), or ""."""
+    found = [
+        c for c in changes(settings(checkpoint).values, now.values) if c.key.startswith("model.")
+    ]
+    if not found:
+        return ""
+    listed = ", ".join(f"{c.key} {_shown(c.saved)} -> {_shown(c.now)}" for c in found)
+    return f"; changed since it was saved: {listed}"
 
 
 def checked() -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from trainkit.checkpoint.checkpoint_io import CheckpointIO, TorchCheckpointIO
 from trainkit.checkpoint.files import (
@@ -22,6 +22,9 @@ from trainkit.loops.state import ResumePoint, RunState
 from trainkit.metrics import MetricStore
 from trainkit.module import TrainModule
 from trainkit.seed import collect_rng_states, restore_rng_states
+
+if TYPE_CHECKING:
+    from trainkit.checkpoint.resume_changes import RunSettings
 
 
 def dump(state: RunState, weights_only: bool = False) -> dict[str, Any]:
@@ -129,8 +132,14 @@ def restore(state: RunState, path: str, full: bool, weights_only: bool = True) -
     try:
         state.strategy.load_module_state_dict(module, checkpoint["state_dict"])
     except RuntimeError as err:  # torch's many-line report, made one line
-        check_fits(module, checkpoint["state_dict"], str(path))
-        raise CheckpointError(f"checkpoint {str(path)!r} does not fit: {err}") from err
+        from trainkit.checkpoint.resume_changes import model_changes
+
+        changed = model_changes(checkpoint, current_settings(state))
+        try:
+            check_fits(module, checkpoint["state_dict"], str(path))
+        except CheckpointError as unfit:
+            raise CheckpointError(f"{unfit}{changed}") from None
+        raise CheckpointError(f"checkpoint {str(path)!r} does not fit: {err}{changed}") from err
     state.hooks.call_callbacks("on_load_checkpoint", checkpoint)
     if not full:  # evaluated weights are logged at the step they were trained to
         state.position.global_step = checkpoint.get("global_step", 0)
@@ -180,21 +189,27 @@ def check_changes(checkpoint: dict[str, Any], state: RunState, path: str) -> Non
     check only the optimizers, which the ranks build, are left to compare)."""
     from trainkit.checkpoint import resume_changes
 
-    built = [qualified_name(type(o)) for o in state.optimizers]
-    now = resume_changes.run_settings(
-        state.cli_config,
-        state.module,
-        state.datamodule,
-        state.strategy.precision,
-        state.strategy.world_size,
-        built,
-    )
+    now = current_settings(state)
     resume_changes.check(
         checkpoint,
         now,
         path,
         show=state.strategy.is_global_zero,
         only_built=resume_changes.checked(),
+    )
+
+
+def current_settings(state: RunState) -> RunSettings:
+    """The run's settings now, described as a checkpoint describes its run's."""
+    from trainkit.checkpoint.resume_changes import run_settings
+
+    return run_settings(
+        state.cli_config,
+        state.require_module(),
+        state.datamodule,
+        state.strategy.precision,
+        state.strategy.world_size,
+        [qualified_name(type(o)) for o in state.optimizers],
     )
 
 

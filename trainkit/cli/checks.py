@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from trainkit.checkpoint.resume_changes import RunSettings
     from trainkit.module import TrainModule
     from trainkit.trainer.trainer import Trainer
 
@@ -22,15 +23,34 @@ def check_checkpoint(
     check_ckpt_path(ckpt_path, trainer.default_root_dir)
     if ckpt_path is None or not trainer.is_global_zero or os.environ.get(ERROR_FILE_ENV):
         return
+    from trainkit.checkpoint.files import CheckpointError
+    from trainkit.checkpoint.resume_changes import model_changes
     from trainkit.checkpoint.state import resolve_path, verify
 
     weights_only = trainer.checkpoint_weights_only
     path = resolve_path(
         ckpt_path, trainer.checkpoint_callback, trainer.default_root_dir, weights_only
     )
-    checkpoint = verify(path, model, weights_only, full=subcommand == "fit")
+    try:
+        checkpoint = verify(path, model, weights_only, full=subcommand == "fit")
+    except CheckpointError as err:  # name the model arguments that changed, if any did
+        from trainkit.checkpoint.files import load_checkpoint
+
+        saved = load_checkpoint(path, weights_only=weights_only, mmap=True)
+        raise CheckpointError(
+            f"{err}{model_changes(saved, settings_now(trainer, model))}"
+        ) from None
     if subcommand == "fit":
         compare_settings(checkpoint, trainer, model, path)
+
+
+def settings_now(trainer: Trainer, model: TrainModule) -> RunSettings:
+    """The run's settings as far as they are known before the ranks start (no optimizers yet)."""
+    from trainkit.checkpoint.resume_changes import run_settings
+
+    return run_settings(
+        trainer.cli_config, model, None, trainer.strategy.precision, trainer.world_size, None
+    )
 
 
 def compare_settings(
@@ -42,10 +62,9 @@ def compare_settings(
 
     from trainkit.checkpoint import resume_changes
 
-    now = resume_changes.run_settings(
-        trainer.cli_config, model, None, trainer.strategy.precision, trainer.world_size, None
+    resume_changes.check(
+        checkpoint, settings_now(trainer, model), path, show=True, only_built=False
     )
-    resume_changes.check(checkpoint, now, path, show=True, only_built=False)
     os.environ[resume_changes.CHECKED_ENV] = "1"
 
 
