@@ -99,10 +99,12 @@ class MetricHub:
             self.log_to_loggers(logged)
 
     def log_to_loggers(self, metrics: dict[str, float], step: int | None = None) -> None:
-        """Send floats to every logger (global rank 0 only), at ``step`` or the global step."""
+        """Send floats to every logger (global rank 0 only), at ``step`` or the training batches
+        stepped so far (the global step, unless a manually optimized module steps several
+        optimizers per batch)."""
         state = self.state
         self.logged_metrics.update(metrics)
         if state.strategy.is_global_zero:
-            step = state.position.global_step if step is None else step
+            step = state.position.batches_stepped if step is None else step
             for logger in state.loggers:
                 logger.log_metrics(metrics, step)
