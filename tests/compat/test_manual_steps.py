@@ -37,6 +37,10 @@ def run_two_optimizer_fit(pl: ModuleType, root: Path, **trainer_args: object) ->
         def version(self) -> int:
             return 0
 
+        @property
+        def save_dir(self) -> str:  # trainkit writes hparams.yaml there (not into the cwd)
+            return str(root)
+
         def log_hyperparams(self, params, *args, **kwargs) -> None:
             pass
 

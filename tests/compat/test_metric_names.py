@@ -42,6 +42,10 @@ def names_after_fit_and_test(
         def version(self) -> int:
             return 0
 
+        @property
+        def save_dir(self) -> str:  # trainkit writes hparams.yaml there (not into the cwd)
+            return str(root)
+
         def log_hyperparams(self, params, *args, **kwargs) -> None:
             pass
 
