@@ -59,7 +59,12 @@ def test_checkpoint_holds_everything_to_resume(tmp_path):
         "epoch",
         "global_step",
     } <= set(checkpoint)
-    assert checkpoint["loops"] == {"epoch": 1, "batches_in_epoch": 8, "epoch_completed": True}
+    assert checkpoint["loops"] == {
+        "epoch": 1,
+        "batches_stepped": 16,
+        "batches_in_epoch": 8,
+        "epoch_completed": True,
+    }
     restored = Noisy.load_from_checkpoint(trainer.checkpoint_callback.last_model_path)
     for key, value in model.state_dict().items():
         torch.testing.assert_close(restored.state_dict()[key], value, rtol=0, atol=0)

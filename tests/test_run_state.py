@@ -151,12 +151,19 @@ class SaveAt(Callback):
 
 def test_position_mid_epoch_resumes_in_the_same_epoch_skipping_the_batches_done():
     mid = LoopPosition(
-        epoch=2, global_step=7, batches_done=3, phase="batches", fitting=True, epoch_batches=5
+        epoch=2,
+        global_step=7,
+        batches_stepped=7,
+        batches_done=3,
+        phase="batches",
+        fitting=True,
+        epoch_batches=5,
     )
     recorded = mid.state_dict()
     assert recorded == {
         "epoch": 2,
         "global_step": 7,
+        "batches_stepped": 7,
         "batches_in_epoch": 3,
         "epoch_completed": False,
     }
@@ -362,7 +369,12 @@ def test_dump_mid_epoch_records_the_batches_done_and_an_incomplete_epoch(tmp_pat
     FitLoop(state).run_epoch()
     checkpoint = saver.checkpoint
     assert checkpoint is not None
-    assert checkpoint["loops"] == {"epoch": 0, "batches_in_epoch": 3, "epoch_completed": False}
+    assert checkpoint["loops"] == {
+        "epoch": 0,
+        "batches_stepped": 3,
+        "batches_in_epoch": 3,
+        "epoch_completed": False,
+    }
     assert checkpoint["global_step"] == 3
     assert checkpoint["epoch"] == 0
     assert "epoch_metrics_so_far" in checkpoint
@@ -425,6 +437,7 @@ def test_a_checkpoint_at_a_complete_epoch_end_resumes_at_the_next_epoch(tmp_path
     assert saver.checkpoint is not None
     assert saver.checkpoint["loops"] == {
         "epoch": 0,
+        "batches_stepped": 5,
         "batches_in_epoch": 5,
         "epoch_completed": True,
     }
@@ -448,6 +461,7 @@ def test_a_checkpoint_at_the_end_of_an_epoch_cut_by_max_steps_resumes_that_epoch
     assert saver.checkpoint is not None
     assert saver.checkpoint["loops"] == {
         "epoch": 0,
+        "batches_stepped": 2,
         "batches_in_epoch": 2,
         "epoch_completed": False,
     }
@@ -582,7 +596,12 @@ def test_a_preempted_epoch_saves_at_the_next_boundary_and_does_not_end(tmp_path)
     assert state.position.epoch == 0
     assert ended == []
     assert len(saved) == 1
-    assert saved[0]["loops"] == {"epoch": 0, "batches_in_epoch": 2, "epoch_completed": False}
+    assert saved[0]["loops"] == {
+        "epoch": 0,
+        "batches_stepped": 1,  # batch 1 ended the accumulation window
+        "batches_in_epoch": 2,
+        "epoch_completed": False,
+    }
     assert state.fit_done
 
 

@@ -271,9 +271,14 @@ class TrainModule(HooksMixin, HyperparametersMixin, nn.Module):
 
     # ---- optimization helpers -----------------------------------------------------------------
     def optimizers(self, use_pl_optimizer: bool = True) -> Any:
-        """The optimizer (or list of them) built from ``configure_optimizers`` (the same with
-        ``use_pl_optimizer`` either way: trainkit does not wrap them)."""
+        """The optimizer (or list of them) built from ``configure_optimizers``; under manual
+        optimization (``use_pl_optimizer``) each wrapped so that its ``step`` goes through the
+        precision and counts one global step."""
         optimizers = self.trainer.optimizers
+        if use_pl_optimizer and not self.automatic_optimization:
+            stepper = self.trainer.run_state.stepper
+            if stepper is not None and stepper.manual_optimizers:
+                optimizers = stepper.manual_optimizers
         return optimizers[0] if len(optimizers) == 1 else optimizers
 
     def lr_schedulers(self) -> Any:

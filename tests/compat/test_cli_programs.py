@@ -31,7 +31,12 @@ FINETUNE = (
 )
 RUN_FALSE = ("-c", str(PROGRAMS / "cli_run_false.yaml"))
 PLATEAU = ("fit", "--model", "MLPRegressor", "--model.hidden", "16")
-ARGS = {"cli_finetune": FINETUNE, "cli_run_false": RUN_FALSE, "cli_plateau": PLATEAU}
+ARGS = {
+    "cli_finetune": FINETUNE,
+    "cli_run_false": RUN_FALSE,
+    "cli_plateau": PLATEAU,
+    "cli_fit_then_test": ("fit",),
+}
 
 
 def run_cli_program(name: str, folder, lightning: bool = False) -> dict:
@@ -105,6 +110,37 @@ def test_plateau_scheduler_follows_the_metric_its_config_names(ours):
     assert result["early_stopping"] == ["train_loss"] and result["epochs"] == 6
     saved = yaml.safe_load((folder / "logs" / "plateau" / "version_0" / "config.yaml").read_text())
     assert saved["lr_scheduler"]["init_args"]["monitor"] == "train_loss"
+
+
+@pytest.mark.timeout(240)
+def test_a_cli_subclass_reads_every_subcommands_arguments_and_tests_after_fit(ours):
+    result, _ = ours("cli_fit_then_test")
+    assert result["method_arguments"]["test"] == ["ckpt_path", "verbose", "weights_only"]
+    assert set(result["method_arguments"]) == {"fit", "validate", "test", "predict"}
+    assert result["metrics"]["test_loss"] < 1.0
+
+
+@pytest.mark.timeout(240)
+def test_run_subcommand_runs_a_subcommand_not_given_on_the_command_line(tmp_path, monkeypatch):
+    """trainkit parses only the chosen subcommand; another one run from a hook gets its method
+    arguments' defaults (Lightning raises a KeyError here: docs/compat.md)."""
+    from tests.compat.programs.cli_fit_then_test import Line, LineData
+    from trainkit.cli import LightningCLI
+
+    class FitThenRunTest(LightningCLI):
+        def after_fit(self) -> None:
+            self._run_subcommand("test")
+
+    monkeypatch.chdir(tmp_path)
+    cli = FitThenRunTest(
+        Line,
+        LineData,
+        args=["fit", "--trainer.max_epochs=1", "--trainer.logger=false"],
+        trainer_defaults={"enable_progress_bar": False, "accelerator": "cpu"},
+        save_config_callback=None,
+    )
+    assert cli.trainer.state.fn == "test"
+    assert "test_loss" in cli.trainer.callback_metrics
 
 
 def same_values(ours: dict, theirs: dict, tolerance: float = 1e-6) -> None:

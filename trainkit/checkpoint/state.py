@@ -142,7 +142,11 @@ def restore(state: RunState, path: str, full: bool, weights_only: bool = True) -
         raise CheckpointError(f"checkpoint {str(path)!r} does not fit: {err}{changed}") from err
     state.hooks.call_callbacks("on_load_checkpoint", checkpoint)
     if not full:  # evaluated weights are logged at the step they were trained to
-        state.position.global_step = checkpoint.get("global_step", 0)
+        position = state.position
+        position.global_step = checkpoint.get("global_step", 0)
+        position.batches_stepped = checkpoint.get("loops", {}).get(
+            "batches_stepped", position.global_step
+        )
         return checkpoint
     require_resume_state(checkpoint, str(path))
     check_changes(checkpoint, state, str(path))

@@ -243,7 +243,8 @@ class LightningCLI(CLIParserSetup):
         from trainkit.cli.checks import check_checkpoint
         from trainkit.cli.run_options import apply_run_options
 
-        apply_run_options(self.config_init[subcommand])
+        config = self._subcommand_config(subcommand)
+        apply_run_options(config)
         before = getattr(self, f"before_{subcommand}", None)
         if callable(before):
             before()
@@ -258,9 +259,18 @@ class LightningCLI(CLIParserSetup):
         if callable(after):
             after()
 
+    def _subcommand_config(self, subcommand: str) -> Any:
+        """The parsed config of ``subcommand``, or the defaults of its method arguments for
+        another one a subclass runs (``self._run_subcommand("test")`` in ``after_fit``)."""
+        if subcommand in self.config_init:
+            return self.config_init[subcommand]
+        names = self.subcommand_method_arguments[subcommand]  # finds its defaults
+        return {k: v for k, v in self.unparsed_defaults[subcommand].items() if k in names}
+
     def _prepare_subcommand_kwargs(self, subcommand: str) -> dict[str, Any]:
         names = self.subcommand_method_arguments[subcommand]
-        kwargs = {k: v for k, v in self.config_init[subcommand].items() if k in names}
+        config = self._subcommand_config(subcommand)
+        kwargs = {k: v for k, v in config.items() if k in names}
         kwargs["model"] = self.model
         if self.datamodule is not None:
             kwargs["datamodule"] = self.datamodule

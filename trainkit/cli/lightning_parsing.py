@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from trainkit.cli.argv import find_subcommand
+from trainkit.cli.method_arguments import MethodArguments
 from trainkit.cli.save_config import SaveConfigCallback
 from trainkit.cli.subcommands import SUBCOMMANDS
 
@@ -122,7 +123,9 @@ class CLIParserSetup:
         main_kwargs.setdefault("prog", self.prog)
         self.parser = self.init_parser(**main_kwargs)
         self.subcommand_parsers: dict[str, LightningArgumentParser] = {}
-        self.subcommand_method_arguments: dict[str, list[str]] = {}
+        # another subcommand's arguments (and their defaults) are found when asked for
+        self.subcommand_method_arguments = MethodArguments(self.subcommands(), self._unparsed)
+        self.unparsed_defaults: dict[str, Namespace] = {}
         if add_subcommands:
             self._add_subcommands(self.parser, **subparser_kwargs)
         else:
@@ -189,11 +192,7 @@ class CLIParserSetup:
 
     def _add_subcommands(self, parser: LightningArgumentParser, **kwargs: dict[str, Any]) -> None:
         """Register the requested subcommand (the others are never parsed in this process)."""
-        from jsonargparse import class_from_function
-
-        trainer_class = self.trainer_class or trainkit_trainer()
-        if not isinstance(trainer_class, type):
-            trainer_class = class_from_function(trainer_class)
+        trainer_class = self._trainer_class()
         name = self.subcommand
         if name is None:  # run=False: nothing to run, no subcommand to register
             return
@@ -203,6 +202,31 @@ class CLIParserSetup:
         subparser = self._prepare_subcommand_parser(trainer_class, name, **options)
         self.subcommand_parsers[name] = subparser
         subcommands.add_subcommand(name, subparser, help=options["description"])
+
+    @property
+    def _subcommand_method_arguments(self) -> MethodArguments:
+        """Lightning's name of ``subcommand_method_arguments`` (read by some programs)."""
+        return self.subcommand_method_arguments
+
+    def _unparsed(self, subcommand: str) -> list[str]:
+        """The Trainer method arguments of a subcommand not parsed in this process, from a
+        parser of only those; their defaults go to ``unparsed_defaults``."""
+        from trainkit.cli.argument_parser import LightningArgumentParser
+
+        parser = LightningArgumentParser()
+        skip: set[str | int] = set(self.subcommands()[subcommand])
+        added = parser.add_method_arguments(self._trainer_class(), subcommand, skip=skip)
+        self.unparsed_defaults[subcommand] = parser.get_defaults()
+        return added
+
+    def _trainer_class(self) -> type:
+        """The Trainer class the subcommands call (a function: made a class for parsing)."""
+        from jsonargparse import class_from_function
+
+        trainer_class = self.trainer_class or trainkit_trainer()
+        if not isinstance(trainer_class, type):
+            trainer_class = class_from_function(trainer_class)
+        return trainer_class
 
     def _prepare_subcommand_parser(
         self, klass: type, subcommand: str, **kwargs: Any

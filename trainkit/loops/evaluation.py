@@ -75,6 +75,8 @@ class EvalLoop:
                             output = step_end(output)
                         for hook in end_hooks:
                             hook(output, batch, batch_idx, *extra)
+                        if store.step_values and not state.sanity_checking:
+                            state.metrics.log_eval_step(store, loader_idx)
                     reduced = store.reduce_epoch()
                     if len(loaders) > 1:  # unless logged with add_dataloader_idx=False
                         suffix = f"/dataloader_idx_{loader_idx}"

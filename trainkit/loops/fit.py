@@ -208,9 +208,11 @@ class FitLoop:
             else:
                 boundary = True
                 output = manual_step(batch, batch_idx)
-            if boundary:
-                position.global_step += 1
-                if log_every and position.global_step % log_every == 0:
+            if boundary:  # a manually optimized module's optimizers count their own steps
+                if automatic:
+                    position.global_step += 1
+                position.batches_stepped += 1
+                if log_every and position.batches_stepped % log_every == 0:
                     log_step(store)
             position.batches_done = batch_idx + 1
             if end_hooks:  # Lightning's outputs: a dict with the detached loss

@@ -21,6 +21,9 @@ class MetricHub:
         self.epoch_metrics: dict[str, torch.Tensor] = {}
         self.prog_bar_epoch_keys: dict[str, None] = {}
         self.logged_metrics: dict[str, float] = {}  # the latest values sent to the loggers
+        self.eval_step_bar: dict[str, Any] = {}  # the step values evaluation logged for the bar
+        # the loggers' step axis of evaluation steps: batches logged so far by stage and loader
+        self.eval_batches_logged: dict[tuple[str, int], int] = {}
 
     def reset(self) -> None:
         """Forget every metric: each stage (fit, validate, test...) starts with none."""
@@ -28,6 +31,8 @@ class MetricHub:
         self.epoch_metrics = {}
         self.prog_bar_epoch_keys = {}
         self.logged_metrics = {}
+        self.eval_step_bar = {}
+        self.eval_batches_logged = {}
 
     @property
     def callback_metrics(self) -> dict[str, torch.Tensor | float]:
@@ -42,7 +47,8 @@ class MetricHub:
 
     @property
     def progress_bar_metrics(self) -> dict[str, Any]:
-        metrics = {key: self.epoch_metrics[key] for key in self.prog_bar_epoch_keys}
+        metrics = dict(self.eval_step_bar)
+        metrics.update((key, self.epoch_metrics[key]) for key in self.prog_bar_epoch_keys)
         if self.train_store is not None:
             metrics.update(self.train_store.step_metrics(for_prog_bar=True))
         return metrics
@@ -67,12 +73,24 @@ class MetricHub:
         for result in results:
             merged.update(result)
         self.epoch_metrics.update(merged)
+        self.epoch_metrics.update(store.epoch_keys(merged))  # 'm_epoch' of on_step and on_epoch
         self._note_prog_bar(store, merged)
-        logged = {k: to_float(v) for k, v in merged.items() if store.meta[k].logger}
+        logged = {k: to_float(v) for k, v in store.epoch_keys(merged, for_logger=True).items()}
         if logged:
-            if self.state.stage == "fit":
-                logged["epoch"] = self.state.position.epoch
-            self.log_to_loggers(logged)
+            self.log_to_loggers(logged, epoch=self.state.position.epoch)
+
+    def log_eval_step(self, store: MetricStore, loader_idx: int) -> None:
+        """What an evaluation batch logged on_step: to the loggers (at the count of the batches
+        of its loader before it, over the stage's evaluation runs) and the progress bar;
+        monitors read only the epoch values."""
+        where = (store.stage, loader_idx)
+        step = self.eval_batches_logged.get(where, 0)
+        self.eval_batches_logged[where] = step + 1
+        self.eval_step_bar.update(store.step_metrics(for_prog_bar=True))
+        logged = {k: to_float(v) for k, v in store.step_metrics(for_logger=True).items()}
+        store.step_values.clear()
+        if logged:
+            self.log_to_loggers(logged, step)
 
     def _note_prog_bar(self, store: MetricStore, values: dict[str, Any]) -> None:
         for name in values:
@@ -84,8 +102,7 @@ class MetricHub:
         """The step values of ``store`` to the loggers (every log_every_n_steps)."""
         metrics = {k: to_float(v) for k, v in store.step_metrics(for_logger=True).items()}
         if metrics:
-            metrics["epoch"] = self.state.position.epoch
-            self.log_to_loggers(metrics)
+            self.log_to_loggers(metrics, epoch=self.state.position.epoch)
 
     def reduce_train_epoch(self, store: MetricStore) -> None:
         """Epoch aggregates of what training logged: into callback metrics and the loggers."""
@@ -95,14 +112,20 @@ class MetricHub:
         self._note_prog_bar(store, reduced)
         logged = {k: to_float(v) for k, v in store.epoch_keys(reduced, for_logger=True).items()}
         if logged:
-            logged["epoch"] = self.state.position.epoch
-            self.log_to_loggers(logged)
+            self.log_to_loggers(logged, epoch=self.state.position.epoch)
 
-    def log_to_loggers(self, metrics: dict[str, float], step: int | None = None) -> None:
-        """Send floats to every logger (global rank 0 only), at ``step`` or the global step."""
+    def log_to_loggers(
+        self, metrics: dict[str, float], step: int | None = None, epoch: int | None = None
+    ) -> None:
+        """Send floats to every logger (global rank 0 only), at ``step`` or the training batches
+        stepped so far (the global step, unless a manually optimized module steps several
+        optimizers per batch); ``epoch`` goes to the loggers beside them, not into
+        ``logged_metrics``."""
         state = self.state
         self.logged_metrics.update(metrics)
+        if epoch is not None:
+            metrics = {**metrics, "epoch": epoch}
         if state.strategy.is_global_zero:
-            step = state.position.global_step if step is None else step
+            step = state.position.batches_stepped if step is None else step
             for logger in state.loggers:
                 logger.log_metrics(metrics, step)

@@ -11,7 +11,7 @@ Its parts are small dataclasses: where the run is (``LoopPosition``, with its ow
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -56,13 +56,21 @@ class Metrics(Protocol):
     def record_eval(self, store: Any, results: list[dict[str, torch.Tensor]]) -> None: ...
     def log_step(self, store: Any) -> None: ...
     def reduce_train_epoch(self, store: Any) -> None: ...
-    def log_to_loggers(self, metrics: dict[str, float], step: int | None = None) -> None: ...
+    def log_to_loggers(
+        self, metrics: dict[str, float], step: int | None = None, epoch: int | None = None
+    ) -> None: ...
+    def log_eval_step(self, store: Any, loader_idx: int) -> None: ...
 
 
 class Stepper(Protocol):
     """One training batch: forward, backward, optimizer step (loops/training_step.py)."""
 
     forward: Callable[[Any, int], Any]
+
+    @property
+    def manual_optimizers(self) -> Sequence[Any]:  # loops/manual_optimizer.py
+        """What a manually optimized module's ``self.optimizers()`` returns."""
+        ...
 
     def set_accumulation(self, batches: int) -> None: ...
     def run(self, batch: object, batch_idx: int, boundary: bool) -> Any: ...
@@ -82,7 +90,8 @@ class LoopPosition:
     """Where a run is: epoch, optimizer steps, and how far into the current epoch."""
 
     epoch: int = 0
-    global_step: int = 0
+    global_step: int = 0  # optimizer steps (under manual optimization, every optimizer's step)
+    batches_stepped: int = 0  # training batches that ended an optimizer step: the loggers' axis
     batches_done: int = 0  # training batches of the current epoch already stepped
     phase: str | None = None  # while a fit epoch runs: 'batches', then 'end'; else None
     fitting: bool = False  # the stage is fit (a checkpoint then records a partial epoch)
@@ -98,6 +107,7 @@ class LoopPosition:
         return {
             "epoch": self.epoch,
             "global_step": self.global_step,
+            "batches_stepped": self.batches_stepped,
             "batches_in_epoch": batches,
             "epoch_completed": completed,
         }
@@ -105,6 +115,8 @@ class LoopPosition:
     def load_state_dict(self, state: dict[str, Any]) -> int:
         """Continue from a recorded position; returns the batches of the epoch to skip."""
         self.global_step = state["global_step"]
+        # checkpoints from before the two counters differed: one step per batch
+        self.batches_stepped = state.get("batches_stepped", self.global_step)
         completed = state["epoch_completed"]
         self.epoch = state["epoch"] + (1 if completed else 0)
         self.batches_done, self.phase = 0, None

@@ -13,6 +13,7 @@ import torch
 
 from trainkit.callbacks.base import overrides
 from trainkit.distributed import rank_board
+from trainkit.loops.manual_optimizer import ManualOptimizer
 from trainkit.loops.state import RunState
 from trainkit.module import TrainModule, without_batch_idx
 from trainkit.strategies.precision import Precision
@@ -101,6 +102,11 @@ class TrainingStep:
         self._loss: torch.Tensor | None = None
         self._plain_backward = self._user_backward is None and self._user_step is None
         self._all_params = list(module.parameters()) if manual else []
+        # what a manually optimized module's self.optimizers() returns: each step counts
+        self.manual_optimizers = [
+            ManualOptimizer(optimizer, state.precision, state.position, self._before_optimizer_step)
+            for optimizer in (state.optimizers if manual else ())
+        ]
         self._strategy_step = strategy.optimizer_step_fn()
         self._mark = state.board.mark
 

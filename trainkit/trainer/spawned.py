@@ -33,6 +33,7 @@ def adopt_rank_result(
     state.module, state.datamodule = model, datamodule
     state.position.epoch = result["position"]["epoch"]
     state.position.global_step = result["position"]["global_step"]
+    state.position.batches_stepped = result["position"]["batches_stepped"]
     state.metrics.epoch_metrics = result["metrics"]
     state.log_dir = result["log_dir"]
     state.stage, state.running_stage, state.status = result["trainer_state"]
