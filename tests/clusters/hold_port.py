@@ -24,6 +24,7 @@ def main() -> None:
     ready = sys.argv[1]
     port = port_to_hold(sys.argv[2] if len(sys.argv) > 2 else "0")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("", port))
         sock.listen()
         Path(ready).write_text(str(port))

@@ -48,6 +48,10 @@ class Node:
         and no connection is closed."""
         ip("-n", self.hub, "link", "set", self.port, "down")
 
+    def plug(self) -> None:
+        """Put this node back on the network."""
+        ip("-n", self.hub, "link", "set", self.port, "up")
+
 
 def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30, check=False)

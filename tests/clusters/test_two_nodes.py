@@ -236,43 +236,61 @@ def test_mpirun_across_two_nodes_trains_like_one_node_and_one_process(
 
 # ---- faults ------------------------------------------------------------------------------------
 def slow_run(launched, nodes, folder, **env):
-    """Both nodes training 1 s steps; returns them once every rank is past its first step."""
+    """Both nodes training 1 s steps; returns them, once every rank is in its first step, and
+    the config."""
     started = folder / "started"
-    config = exact_config(folder, sleep_s=1.0, touch_file=str(started), touch_after_steps=1)
+    config = exact_config(folder, sleep_s=1.0, touch_file=str(started), touch_after_steps=0)
     procs = both_nodes(launched, nodes, config, *root_of(folder), **env)
     wait_for(started.exists, "a second step", procs)
-    return procs
+    return procs, config
 
 
 def ranks_of(launcher: subprocess.Popen) -> list[psutil.Process]:
     return [p for p in psutil.Process(launcher.pid).children() if "LOCAL_RANK" in p.environ()]
 
 
-@pytest.mark.parametrize("lost", ["ranks", "node"])
+@pytest.mark.parametrize("lost", ["ranks", "node", "network"])
 def test_a_node_that_dies_ends_the_other_within_5_s_naming_it(
     nodes, tmp_path, launched, pace, lost
 ):
     """``ranks``: node 1's ranks are SIGKILLed, its launcher sees it; ``node``: node 1's
-    launcher and ranks all at once, as when the machine goes (nothing there answers)."""
-    node0, node1 = slow_run(launched, nodes, tmp_path)
+    launcher and ranks all at once (trainkit killed there); ``network``: node 1 is cut off, no
+    connection closes, so node 0's ranks wait out their collective timeout (4 s) first."""
+    timeout = 4.0 if lost == "network" else 0.0
+    env = {"TRAINKIT_COLLECTIVE_TIMEOUT": f"{timeout:g}"} if timeout else {}
+    (node0, node1), _ = slow_run(launched, nodes, tmp_path, **env)
     killed = time.monotonic()
     if lost == "ranks":
         for rank in ranks_of(node1):
             rank.kill()
-    else:
+    elif lost == "node":
         os.killpg(node1.pid, signal.SIGKILL)
-    code = finish(node0, 60)
-    seconds = time.monotonic() - killed
+    else:
+        nodes[1].unplug()
+    try:
+        code = finish(node0, 60)
+    finally:
+        nodes[1].plug()
+    seconds = time.monotonic() - killed - timeout
     said = output(node0)
     assert code != 0, said
-    pace.check(seconds, ENDS_SECONDS, f"node 0 ending after node 1's {lost} died\n{said}")
+    # the launcher asks node 1 with a 2 s limit on its answer when the network may be down
+    pace.check(seconds, ENDS_SECONDS + (2.0 if timeout else 0.0), f"node 0 ending\n{said}")
     node1_name = rf"node 1 \(\S+, {re.escape(nodes[1].address)}\)"
     if lost == "ranks":
         assert re.search(rf"the job failed on {node1_name}: rank [23] was killed by SIGKILL", said)
         assert finish(node1) == 128 + signal.SIGKILL
         assert re.search(r"trainkit: rank [23] was killed by SIGKILL", output(node1))
+    elif lost == "node":
+        assert re.search(
+            rf"{node1_name} does not answer \(Connection refused\): its trainkit launcher is gone",
+            said,
+        ), said
     else:
-        assert re.search(rf"{node1_name} does not answer \(Connection refused\)", said), said
+        waited = r"a collective timed out with every rank of this node waiting \(ranks 0-1 in .*\)"
+        gone = rf"{node1_name} does not answer \(timed out\): the machine, or the network to it"
+        assert re.search(rf"{waited}: {gone}, is down", said), said
+        assert "its node's launcher names it" not in said
 
 
 def test_a_node_started_late_is_waited_for(nodes, references, tmp_path, launched):
@@ -350,7 +368,7 @@ def test_a_hung_rank_on_node_1_is_named_from_node_0_and_both_nodes_end(
 def test_preempting_node_1_saves_once_and_resumes_exactly_on_two_nodes(
     nodes, references, tmp_path, launched
 ):
-    procs = slow_run(launched, nodes, tmp_path)
+    procs, config = slow_run(launched, nodes, tmp_path)
     for rank in ranks_of(procs[1]):
         rank.send_signal(signal.SIGTERM)
     assert [finish(proc) for proc in procs] == [PREEMPTED_EXIT_CODE] * 2
@@ -358,8 +376,6 @@ def test_preempting_node_1_saves_once_and_resumes_exactly_on_two_nodes(
     assert said.count("; saved ") == 1, said
     last = checkpoints(tmp_path / "run")["last.ckpt"]
     assert 0 < torch.load(last, weights_only=True)["loops"]["batches_in_epoch"] < 4  # mid-epoch
-    resumed = both_nodes(
-        launched, nodes, exact_config(tmp_path), *root_of(tmp_path), "--ckpt_path", "last"
-    )
+    resumed = both_nodes(launched, nodes, config, *root_of(tmp_path), "--ckpt_path", "last")
     assert [finish(proc) for proc in resumed] == [0, 0], [output(p) for p in resumed]
     assert_trained_like_one_node_and_one_process(tmp_path, references)

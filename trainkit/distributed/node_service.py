@@ -67,6 +67,7 @@ class NodeService:
             with conn, contextlib.suppress(OSError, NotANode):
                 conn.settimeout(ANSWER_SECONDS)
                 conn.sendall(encode(self.handle(decode(read_line(conn)))))
+                conn.recv(1)  # the asker closes first: no TIME_WAIT left on this port
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -38,11 +38,12 @@ def positions_of(status: dict[str, Any]) -> list[RankPosition]:
 
 
 def silent_line(answer: NodeAnswer) -> str:
-    return (
-        f"{answer.name} does not answer ({answer.why_silent}): its trainkit launcher is gone "
-        "with its ranks (the machine failed, or trainkit was killed there) or the network to it "
-        "is down"
-    )
+    """A node whose launcher did not answer, and what that means."""
+    if "refused" in answer.why_silent.lower():  # the machine is there, trainkit is not
+        meaning = "its trainkit launcher is gone with its ranks (killed, or the machine restarted)"
+    else:
+        meaning = "the machine, or the network to it, is down"
+    return f"{answer.name} does not answer ({answer.why_silent}): {meaning}"
 
 
 def ended_ranks(status: dict[str, Any]) -> str:
@@ -77,8 +78,9 @@ def lost_contact(answers: list[NodeAnswer]) -> list[str]:
 
 
 def timed_out(own: list[RankPosition], answers: list[NodeAnswer]) -> list[str]:
-    """A collective timed out with every rank of this node waiting: the late ranks of the whole
-    job, each named with its node, from the boards the other nodes sent."""
+    """A collective timed out: the late ranks of the whole job, each named with its node, from
+    the boards the other nodes sent, and the nodes that did not answer. Empty where the late
+    rank is on this node and every other node answered (this node's own report names it)."""
     everyone = list(own)
     node_of: dict[int, str] = {}
     for answer in answers:
@@ -89,10 +91,15 @@ def timed_out(own: list[RankPosition], answers: list[NodeAnswer]) -> list[str]:
     silent = [silent_line(answer) for answer in answers if answer.status is None]
     late, waiting = late_ranks(everyone, other_nodes=bool(silent))
     late_elsewhere = [p for p in late if p.rank in node_of]
-    if not late_elsewhere:
-        return silent
-    by_node: dict[str, list[RankPosition]] = {}
-    for position in late_elsewhere:
-        by_node.setdefault(node_of[position.rank], []).append(position)
-    where = "; ".join(f"{listed(ranks)} on {name}" for name, ranks in by_node.items())
-    return [f"a collective timed out: late: {where}; waiting: {listed(waiting) or 'none'}", *silent]
+    if late_elsewhere:
+        by_node: dict[str, list[RankPosition]] = {}
+        for position in late_elsewhere:
+            by_node.setdefault(node_of[position.rank], []).append(position)
+        where = "; ".join(f"{listed(ranks)} on {name}" for name, ranks in by_node.items())
+        return [f"a collective timed out: late: {where}; waiting: {listed(waiting) or 'none'}"]
+    if silent and not late_ranks(own, other_nodes=True)[0]:
+        return [
+            f"a collective timed out with every rank of this node waiting ({listed(own)}): "
+            + "; ".join(silent)
+        ]
+    return silent

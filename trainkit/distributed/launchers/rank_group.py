@@ -300,7 +300,7 @@ class RankGroup:
         else:
             local = not is_communication_error(text) and code != 128 + signal.SIGABRT
         self.nodes.record_failure(cause, self.ranks_status(), local)
-        if local:
+        if local and not timeout:  # a timeout may also come from a node that is gone: ask
             return []
         answers = self.nodes.ask_others(cause)
         return timed_out(positions, answers) if timeout else lost_contact(answers)
