@@ -36,12 +36,9 @@ class Node:
     port: str  # this node's port on the bridge
 
     def command(self, argv: list[str]) -> list[str]:
-        """``argv`` run inside this node."""
-        return ["ip", "netns", "exec", self.namespace, *argv]
-
-    def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
-        """Run ``argv`` inside this node to its end."""
-        return ip("netns", "exec", self.namespace, *argv, check=check)
+        """``argv`` run inside this node: in its network namespace only (``ip netns exec``
+        would also mount a /sys of its own, without the cgroups slurmd needs)."""
+        return enter(self.namespace, argv)
 
     def unplug(self) -> None:
         """Take this node off the network (its cable pulled): no packet reaches it any more,
@@ -51,6 +48,10 @@ class Node:
     def plug(self) -> None:
         """Put this node back on the network."""
         ip("-n", self.hub, "link", "set", self.port, "up")
+
+
+def enter(namespace: str, argv: list[str]) -> list[str]:
+    return ["nsenter", f"--net=/var/run/netns/{namespace}", *argv]
 
 
 def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -118,8 +119,9 @@ def cannot_make_namespaces() -> str:
     """Why this machine cannot make namespaces here ("" when it can)."""
     if os.geteuid() != 0:
         return "network namespaces need root (ip netns add)"
-    if shutil.which("ip") is None:
-        return "ip (iproute2) is not installed: apt-get install iproute2"
+    for program, package in (("ip", "iproute2"), ("nsenter", "util-linux")):
+        if shutil.which(program) is None:
+            return f"{program} ({package}) is not installed: apt-get install {package}"
     probe = f"{PREFIX}{os.getpid()}-probe-n0"
     made = ip("netns", "add", probe, check=False)
     if made.returncode != 0:
@@ -157,7 +159,8 @@ def agent(argv: list[str]) -> None:
     COMMAND through a shell inside the namespace of the node whose address is HOST."""
     host, command = argv[0], " ".join(argv[1:])
     hosts = dict(item.split("=", 1) for item in os.environ[HOSTS_ENV].split(","))
-    os.execvp("ip", ["ip", "netns", "exec", hosts[host], "/bin/sh", "-c", command])
+    argv = enter(hosts[host], ["/bin/sh", "-c", command])
+    os.execvp(argv[0], argv)
 
 
 if __name__ == "__main__":

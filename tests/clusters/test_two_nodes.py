@@ -21,12 +21,16 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
-import yaml
 
 from tests.clusters.netns import Node, agent_env, nodes_or_skip
-from tests.conftest import cli_env, run_trainkit
+from tests.clusters.two_nodes import (
+    assert_trained_like_one_node_and_one_process,
+    exact_config,
+    ranks_ran,
+)
+from tests.conftest import cli_env
 from tests.helpers.pace import wall
-from tests.reliability.runs import assert_same_weights, checkpoints, write_config
+from tests.reliability.runs import checkpoints
 from trainkit import PREEMPTED_EXIT_CODE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -41,46 +45,6 @@ ENDS_SECONDS = 5.0  # a crashed rank ends the job within 5 s (docs/reliability.m
 def nodes():
     with nodes_or_skip(2, tag="tn") as made:
         yield made
-
-
-def exact_config(folder: Path, devices: int = 2, batch_size: int = 4, **model) -> Path:
-    """4 steps of the exact regressor (tests.clusters.models) at ``batch_size`` per rank,
-    each rank's record under ``folder/ranks``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = write_config(folder, devices=devices)
-    config = yaml.safe_load(path.read_text())
-    config["model"] = {"class_path": "tests.clusters.models.ExactRegressor", "init_args": model}
-    config["data"] = {
-        "class_path": "tests.clusters.models.ExactData",
-        "init_args": {"batch_size": batch_size},
-    }
-    config["trainer"]["max_epochs"] = 1
-    config["trainer"]["callbacks"].append(
-        {
-            "class_path": "tests.clusters.models.RankRecorder",
-            "init_args": {"folder": str(folder / "ranks")},
-        }
-    )
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
-@pytest.fixture(scope="module")
-def references(tmp_path_factory) -> dict[str, Path]:
-    """last.ckpt of 1 node x 4 ranks (batch 4 each, over 127.0.0.1) and of one process with
-    batch 16: the weights every two-node job must end with."""
-    done = {}
-    for name, devices, batch in (("1x4", 4, 4), ("1x1", 1, 16)):
-        folder = tmp_path_factory.mktemp(name)
-        config = exact_config(folder, devices, batch)
-        root = folder / "run"
-        result = run_trainkit(
-            "fit", "-c", str(config), "--trainer.default_root_dir", str(root), cwd=folder
-        )
-        assert result.returncode == 0, result.stderr
-        done[name] = checkpoints(root)["last.ckpt"]
-    assert_same_weights(done["1x4"], done["1x1"])  # the model's promise, before any node
-    return done
 
 
 class Launched:
@@ -151,21 +115,6 @@ def root_of(folder: Path) -> list[str]:
     return ["--trainer.default_root_dir", str(folder / "run")]
 
 
-def ranks_ran(folder: Path) -> dict[int, int]:
-    """Each global rank's node, as the ranks recorded it."""
-    import json
-
-    records = [json.loads(p.read_text()) for p in (folder / "ranks").glob("rank*.json")]
-    return {r["global_rank"]: r["node_rank"] for r in records if r["world_size"] == 4}
-
-
-def assert_trained_like_one_node_and_one_process(folder: Path, references: dict[str, Path]):
-    last = checkpoints(folder / "run")["last.ckpt"]
-    assert torch.load(last, weights_only=True)["global_step"] == 4
-    assert_same_weights(references["1x4"], last)
-    assert_same_weights(references["1x1"], last)
-
-
 def wait_for(ready, what: str, procs: list[subprocess.Popen], timeout: float = 90) -> None:
     deadline = time.monotonic() + wall(timeout)
     while not ready():
@@ -177,17 +126,17 @@ def wait_for(ready, what: str, procs: list[subprocess.Popen], timeout: float = 9
 
 # ---- one job across two nodes, three launchers ----------------------------------------------------
 def test_trainkits_launcher_on_two_nodes_trains_like_one_node_and_one_process(
-    nodes, references, tmp_path, launched
+    nodes, exact_references, tmp_path, launched
 ):
     config = exact_config(tmp_path)
     procs = both_nodes(launched, nodes, config, *root_of(tmp_path))
     assert [finish(proc) for proc in procs] == [0, 0], [output(p) for p in procs]
     assert ranks_ran(tmp_path) == {0: 0, 1: 0, 2: 1, 3: 1}
-    assert_trained_like_one_node_and_one_process(tmp_path, references)
+    assert_trained_like_one_node_and_one_process(tmp_path, exact_references)
 
 
 def test_torchrun_on_two_nodes_trains_like_one_node_and_one_process(
-    nodes, references, tmp_path, launched
+    nodes, exact_references, tmp_path, launched
 ):
     """torchrun's c10d rendezvous. Where the host name resolves to a loopback address (as in
     these namespaces, in containers, Debian's 127.0.1.1) torchrun needs each node's address
@@ -207,11 +156,11 @@ def test_torchrun_on_two_nodes_trains_like_one_node_and_one_process(
         procs.append(launched.start(node, argv, f"torchrun{node.index}"))
     assert [finish(proc) for proc in procs] == [0, 0], [output(p) for p in procs]
     assert ranks_ran(tmp_path) == {0: 0, 1: 0, 2: 1, 3: 1}
-    assert_trained_like_one_node_and_one_process(tmp_path, references)
+    assert_trained_like_one_node_and_one_process(tmp_path, exact_references)
 
 
 def test_mpirun_across_two_nodes_trains_like_one_node_and_one_process(
-    nodes, references, tmp_path, launched
+    nodes, exact_references, tmp_path, launched
 ):
     """OpenMPI reaches node 1 through a launch agent in the manner of ssh (plm_rsh_agent) that
     enters node 1's namespace; its daemons talk over the nodes' network (oob_tcp_if_include)."""
@@ -231,15 +180,15 @@ def test_mpirun_across_two_nodes_trains_like_one_node_and_one_process(
     proc = launched.start(nodes[0], argv, "mpirun", **agent_env(nodes))
     assert finish(proc) == 0, output(proc)
     assert ranks_ran(tmp_path) == {0: 0, 1: 0, 2: 1, 3: 1}
-    assert_trained_like_one_node_and_one_process(tmp_path, references)
+    assert_trained_like_one_node_and_one_process(tmp_path, exact_references)
 
 
 # ---- faults ------------------------------------------------------------------------------------
-def slow_run(launched, nodes, folder, **env):
-    """Both nodes training 1 s steps; returns them, once every rank is in its first step, and
-    the config."""
+def slow_run(launched, nodes, folder, step_s=1.0, **env):
+    """Both nodes training steps of ``step_s``; returns them, once every rank is at the end of
+    its first step, and the config."""
     started = folder / "started"
-    config = exact_config(folder, sleep_s=1.0, touch_file=str(started), touch_after_steps=0)
+    config = exact_config(folder, sleep_s=step_s, touch_file=str(started), touch_after_steps=0)
     procs = both_nodes(launched, nodes, config, *root_of(folder), **env)
     wait_for(started.exists, "a second step", procs)
     return procs, config
@@ -293,7 +242,7 @@ def test_a_node_that_dies_ends_the_other_within_5_s_naming_it(
         assert "its node's launcher names it" not in said
 
 
-def test_a_node_started_late_is_waited_for(nodes, references, tmp_path, launched):
+def test_a_node_started_late_is_waited_for(nodes, exact_references, tmp_path, launched):
     """Node 1 first; node 0 (rank 0's, whose launcher answers on MASTER_PORT) only once node
     1 has said that it waits for it."""
     config = exact_config(tmp_path)
@@ -302,7 +251,7 @@ def test_a_node_started_late_is_waited_for(nodes, references, tmp_path, launched
     wait_for(lambda: waiting in output(node1), "the wait for node 0", [node1])
     node0 = trainkit_on(launched, nodes[0], nodes, config, *root_of(tmp_path))
     assert [finish(node0), finish(node1)] == [0, 0], [output(node0), output(node1)]
-    assert_trained_like_one_node_and_one_process(tmp_path, references)
+    assert_trained_like_one_node_and_one_process(tmp_path, exact_references)
 
 
 def hold(launched: Launched, node: Node, folder: Path) -> None:
@@ -332,12 +281,14 @@ def test_master_port_taken_on_node_0_is_one_line_on_each_node(nodes, tmp_path, l
     pace.check(seconds, 15.0 + 6.0, "node 1 giving up on the stranger at MASTER_PORT")
 
 
-def test_master_port_taken_on_node_1_only_does_not_matter(nodes, references, tmp_path, launched):
+def test_master_port_taken_on_node_1_only_does_not_matter(
+    nodes, exact_references, tmp_path, launched
+):
     """Only node 0 listens on MASTER_PORT: the port is checked there, not on every node."""
     hold(launched, nodes[1], tmp_path)
     procs = both_nodes(launched, nodes, exact_config(tmp_path), *root_of(tmp_path))
     assert [finish(proc) for proc in procs] == [0, 0], [output(p) for p in procs]
-    assert_trained_like_one_node_and_one_process(tmp_path, references)
+    assert_trained_like_one_node_and_one_process(tmp_path, exact_references)
 
 
 def test_a_hung_rank_on_node_1_is_named_from_node_0_and_both_nodes_end(
@@ -366,9 +317,11 @@ def test_a_hung_rank_on_node_1_is_named_from_node_0_and_both_nodes_end(
 
 
 def test_preempting_node_1_saves_once_and_resumes_exactly_on_two_nodes(
-    nodes, references, tmp_path, launched
+    nodes, exact_references, tmp_path, launched
 ):
-    procs, config = slow_run(launched, nodes, tmp_path)
+    """Signalled in the second of 4 steps, the ranks agree to stop two steps later at most
+    (docs/reliability.md): 2 s steps leave the test 2 s to send the signal."""
+    procs, config = slow_run(launched, nodes, tmp_path, step_s=2.0)
     for rank in ranks_of(procs[1]):
         rank.send_signal(signal.SIGTERM)
     assert [finish(proc) for proc in procs] == [PREEMPTED_EXIT_CODE] * 2
@@ -378,4 +331,4 @@ def test_preempting_node_1_saves_once_and_resumes_exactly_on_two_nodes(
     assert 0 < torch.load(last, weights_only=True)["loops"]["batches_in_epoch"] < 4  # mid-epoch
     resumed = both_nodes(launched, nodes, config, *root_of(tmp_path), "--ckpt_path", "last")
     assert [finish(proc) for proc in resumed] == [0, 0], [output(p) for p in resumed]
-    assert_trained_like_one_node_and_one_process(tmp_path, references)
+    assert_trained_like_one_node_and_one_process(tmp_path, exact_references)
