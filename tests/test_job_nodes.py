@@ -107,6 +107,15 @@ def test_asking_a_running_node_tells_it_the_job_failed(job):
     )
 
 
+def test_a_failure_of_an_earlier_start_does_not_stop_the_next(job):
+    node0, node1 = job
+    node0.begin_attempt()
+    node1.begin_attempt()
+    node0.begin_attempt()  # node 0 started again; node 1 still runs the first start
+    node0.ask_others("rank 0 failed with exit code 1")
+    assert node1.failed_elsewhere == ""
+
+
 def test_a_node_gone_is_named_as_not_answering(job):
     node0, node1 = job
     node0.begin_attempt()

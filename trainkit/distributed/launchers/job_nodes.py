@@ -75,15 +75,13 @@ class JobNodes:
     def _listen(self, port: int) -> socket.socket:
         if not self.is_main:
             return listen(0)
-        check_port_free(self.world.main_address, port)  # taken: the one-line MASTER_PORT error
+        fix = "free it there, or set another MASTER_PORT on every node"
+        check_port_free(self.world.main_address, port, fix)  # taken: one line, exit 2
         try:
             return listen(port)
-        except OSError as err:  # taken since the check
+        except OSError:  # taken since the check
             raise ConfigError(
-                "MASTER_PORT",
-                port,
-                f"a free port on {self.world.main_address}",
-                f"{err.strerror}; choose another MASTER_PORT on every node",
+                "MASTER_PORT", port, f"a free port on {self.world.main_address}", fix
             ) from None
 
     # ---- before each start of the ranks ---------------------------------------------------------
@@ -131,11 +129,10 @@ class JobNodes:
                     raise ConfigError(refused[0], refused[1], refused[2], refused[3])
                 if "store_port" in answer:
                     with self.lock:
-                        self.generation, self.store_port = (
-                            answer["generation"],
-                            answer["store_port"],
-                        )
+                        self.generation = answer["generation"]
+                        self.store_port = answer["store_port"]
                         self.peers = {int(k): v for k, v in answer["nodes"].items()}
+                        self.failed_elsewhere = ""  # said of an earlier start while waiting
                     return self.store_port
             waited = time.monotonic() - started
             if waited > WAIT_SECONDS:
@@ -205,7 +202,8 @@ class JobNodes:
             if isinstance(asker, int):
                 self.asked_by.add(asker)
             failed = request.get("failed")
-            if failed and self.failure is None and not self.failed_elsewhere:
+            this_start = request.get("generation") == self.generation  # not a failed one before
+            if failed and this_start and self.failure is None and not self.failed_elsewhere:
                 self.failed_elsewhere = f"{request.get('name', 'another node')}: {failed}"
             failure = self.failure
             ranks = failure["ranks"] if failure else self._live_ranks()
@@ -232,7 +230,7 @@ class JobNodes:
     def ask_others(self, cause: str) -> list[NodeAnswer]:
         """Every other node's status, asked at once; each question tells it the job failed."""
         request = {"ask": "status", "node": self.world.node_rank, "name": self.name}
-        request["failed"] = cause
+        request.update(failed=cause, generation=self.generation)
         targets = self._others()
         with ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:
             futures = {

@@ -86,6 +86,7 @@ class RankGroup:
         self.world = world
         self.nodes = nodes
         self.node_lines: list[str] = []  # what the other nodes said about a failure here
+        self.cause_elsewhere = ""  # the first of them, where this node's ranks only followed
         self.stopped_for = ""  # another node said the job failed there: which, and why
         self.argv = argv
         self.restart = restart  # how many times the job was started again before this attempt
@@ -303,7 +304,9 @@ class RankGroup:
         if local and not timeout:  # a timeout may also come from a node that is gone: ask
             return []
         answers = self.nodes.ask_others(cause)
-        return timed_out(positions, answers) if timeout else lost_contact(answers)
+        lines = timed_out(positions, answers) if timeout else lost_contact(answers)
+        self.cause_elsewhere = "" if local or not lines else lines[0]
+        return lines
 
     def _report(self, local_rank: int) -> tuple[int, bool]:
         code, what, error = self._cause(local_rank)
@@ -314,7 +317,7 @@ class RankGroup:
             port_clash = "EADDRINUSE" in text or "address already in use" in text.lower()
             print("\n".join(f"[rank {rank}] {line}" for line in text.splitlines()), file=sys.stderr)
         print(f"trainkit: rank {rank} {what}; stopped the other ranks", file=sys.stderr, flush=True)
-        self.cause = f"rank {rank} {what}" + (
+        self.cause = self.cause_elsewhere or f"rank {rank} {what}" + (
             f" ({last_line_of(error['traceback'])})" if error else ""
         )
         late_named = any(line.startswith("a collective timed out") for line in self.node_lines)
