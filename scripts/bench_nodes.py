@@ -2,7 +2,7 @@
 on the other. The nodes are network namespaces joined by a bridge (tests/clusters/netns.py;
 needs root), so the traffic between them crosses a network interface.
 
-    sudo .venv/bin/python scripts/bench_nodes.py --repeats 3
+    sudo .venv/bin/python scripts/bench_nodes.py --repeats 3 [--only start-up|failure]
 
 Jobs train tests/clusters's exact regressor (4 steps, batch 4 per rank) with trainkit's own
 launcher (NODE_RANK, MASTER_ADDR, MASTER_PORT on each node):
@@ -138,6 +138,7 @@ def failure(nodes: list[Node], how: str, folder: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--only", choices=("start-up", "failure"), help="one half of the cases")
     args = parser.parse_args()
     reference = reference_job_seconds()
     rows: dict[str, list[float]] = {}
@@ -154,6 +155,10 @@ def main() -> None:
                 for how in ("ranks", "node", "network")
             ]
             for name, measure in cases:
+                if args.only and not name.startswith(
+                    "start-up" if args.only == "start-up" else "node"
+                ):
+                    continue
                 folder = Path(tempfile.mkdtemp(dir=scratch))
                 seconds = measure(folder)
                 rows.setdefault(name, []).append(seconds)

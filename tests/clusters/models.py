@@ -1,5 +1,6 @@
 """What the cluster tests launch: the noisy regressor of the reliability tests with a start-up
-marker, failures injected per restart, and a callback that records where each rank ran."""
+marker, failures injected per restart, a callback that records where each rank ran, and the
+exact regressor of the two-node tests (its weights do not depend on how a batch is split)."""
 
 from __future__ import annotations
 
