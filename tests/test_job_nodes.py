@@ -146,6 +146,14 @@ def test_a_late_rank_on_another_node_is_named_with_its_node():
     )
 
 
+def test_a_timeout_with_every_rank_of_every_node_waiting_is_a_collective_only_some_call():
+    board = [{"rank": 1, "phase": BACKWARD, "epoch": 0, "batch": 2, "seconds": 4.1}]
+    answers = [NodeAnswer(1, "node 1 (host, 10.0.0.2)", {"ranks": board})]
+    (line,) = timed_out([position(0, BACKWARD)], answers)
+    assert line.startswith("a collective timed out with every rank of every node waiting (ranks")
+    assert line.endswith("some rank called a collective the others never call")
+
+
 def test_a_timeout_with_the_other_node_silent_says_it_is_down():
     answers = [NodeAnswer(1, "node 1 (10.0.0.2)", None, "timed out")]
     (line,) = timed_out([position(0, BACKWARD), position(1, BACKWARD)], answers)

@@ -102,4 +102,9 @@ def timed_out(own: list[RankPosition], answers: list[NodeAnswer]) -> list[str]:
             f"a collective timed out with every rank of this node waiting ({listed(own)}): "
             + "; ".join(silent)
         ]
+    if not late and answers:  # every node answered, every rank of the job waits
+        return [
+            f"a collective timed out with every rank of every node waiting ({listed(everyone)}): "
+            "some rank called a collective the others never call"
+        ]
     return silent
