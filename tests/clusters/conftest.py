@@ -244,6 +244,15 @@ def one_cluster_per_test_run(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def exact_references(tmp_path_factory) -> dict[str, Path]:
+    """The two-node tests' references, made once: "1x4" and "1x1" last.ckpt
+    (tests/clusters/two_nodes.py)."""
+    from tests.clusters.two_nodes import reference_runs
+
+    return reference_runs(tmp_path_factory.mktemp("exact_references"))
+
+
+@pytest.fixture(scope="session")
 def mpirun():
     """The path of OpenMPI's mpirun, or a skip."""
     path = shutil.which("mpirun")

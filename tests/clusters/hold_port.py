@@ -1,6 +1,7 @@
-"""``python -m tests.clusters.hold_port READY_FILE [STEP]``: listen on the rendezvous port that
-trainkit derives for step STEP (default 0) of this SLURM job, as an unrelated service would,
-until killed; READY_FILE appears once the port is held."""
+"""``python -m tests.clusters.hold_port READY_FILE [STEP | port=N]``: listen, as an unrelated
+service would, on the rendezvous port that trainkit derives for step STEP (default 0) of this
+SLURM job, or on port N, until killed; READY_FILE appears once the port is held. Connections
+are accepted (by the kernel) and never answered: the silent stranger a rendezvous may meet."""
 
 from __future__ import annotations
 
@@ -13,14 +14,21 @@ from pathlib import Path
 from trainkit.distributed.slurm import step_port
 
 
+def port_to_hold(argument: str) -> int:
+    if argument.startswith("port="):
+        return int(argument.removeprefix("port="))
+    return step_port(int(os.environ["SLURM_JOB_ID"]), int(argument))
+
+
 def main() -> None:
-    ready, step = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0
-    port = step_port(int(os.environ["SLURM_JOB_ID"]), step)
+    ready = sys.argv[1]
+    port = port_to_hold(sys.argv[2] if len(sys.argv) > 2 else "0")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("", port))
         sock.listen()
         Path(ready).write_text(str(port))
-        signal.pause()  # until the test's script kills it
+        signal.pause()  # until the test kills it
 
 
 if __name__ == "__main__":

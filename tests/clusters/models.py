@@ -1,5 +1,6 @@
 """What the cluster tests launch: the noisy regressor of the reliability tests with a start-up
-marker, failures injected per restart, and a callback that records where each rank ran."""
+marker, failures injected per restart, a callback that records where each rank ran, and the
+exact regressor of the two-node tests (its weights do not depend on how a batch is split)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
 from tests.helpers.resumable import NoisyRegressor
-from trainkit import Callback
+from trainkit import Callback, DataModule
 
 RESTART_VARIABLES = ("TRAINKIT_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")
 RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK")
@@ -70,3 +74,34 @@ class RankRecorder(Callback):
         }
         Path(self.folder).mkdir(parents=True, exist_ok=True)
         Path(self.folder, f"rank{trainer.global_rank}.json").write_text(json.dumps(record))
+
+
+class ExactRegressor(NoisyRegressor):
+    """A float64 linear model starting from zero, trained by plain SGD at a power-of-two rate on
+    small-integer points (``ExactData``): every sum in a step is exact, so a batch split over any
+    number of ranks and nodes ends with the very weights of one process given the whole batch.
+    The noisy regressor's step (its faults, ``sleep_s``, ``touch_file``) is kept."""
+
+    def __init__(self, lr: float = 2**-7, **kwargs: Any) -> None:
+        super().__init__(lr=lr, **kwargs)
+        self.net = torch.nn.Linear(8, 1, dtype=torch.float64)
+        torch.nn.init.zeros_(self.net.weight)
+        torch.nn.init.zeros_(self.net.bias)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+
+
+class ExactData(DataModule):
+    """``size`` points with coordinates in -2..2 and integer targets, in a fixed order."""
+
+    def __init__(self, size: int = 64, batch_size: int = 4) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        generator = torch.Generator().manual_seed(3)
+        self.x = torch.randint(-2, 3, (size, 8), generator=generator).to(torch.float64)
+        self.y = self.x @ torch.arange(1.0, 9.0, dtype=torch.float64).unsqueeze(1) - 3
+
+    def train_dataloader(self) -> DataLoader:
+        dataset = TensorDataset(self.x, self.y)
+        return DataLoader(dataset, batch_size=self.hparams.batch_size, shuffle=False)

@@ -206,6 +206,12 @@ CASES: dict[str, tuple[list[str], dict[str, str], str]] = {
         {"NODE_RANK": "3"},
         "NODE_RANK 3; expected a node index below trainer.num_nodes (1)",
     ),
+    "two nodes without MASTER_PORT": (
+        [*FIT, "--trainer.devices", "2", "--trainer.num_nodes", "2"],
+        {"NODE_RANK": "1", "MASTER_ADDR": "127.0.0.1"},
+        "MASTER_PORT ''; expected the port trainkit listens on at rank 0's node, the same on "
+        "all 2 nodes",
+    ),
     "collective timeout not a number": (
         [*FIT, "--trainer.devices", "2"],
         {"TRAINKIT_COLLECTIVE_TIMEOUT": "soon"},

@@ -302,6 +302,14 @@ def node_placement(
             f"a node index below trainer.num_nodes ({num_nodes})",
             "set NODE_RANK to 0 on the first machine, 1 on the second, ...",
         )
+    if not port and num_nodes > 1:  # each node would pick a port of its own and never meet
+        raise ConfigError(
+            "MASTER_PORT",
+            "",
+            f"the port trainkit listens on at rank 0's node, the same on all {num_nodes} nodes",
+            "set it on every node, e.g. MASTER_PORT=29500 (free on rank 0's node), with "
+            "NODE_RANK and MASTER_ADDR (docs/clusters.md)",
+        )
     address = env.get("MASTER_ADDR", "").strip() or "127.0.0.1"
     if address != "127.0.0.1":
         check_resolvable(address)

@@ -8,7 +8,9 @@ import threading
 RESOLVE_SECONDS = 10.0  # how long a MASTER_ADDR may take to resolve before it is refused
 
 
-def check_port_free(host: str, port: int) -> None:
+def check_port_free(
+    host: str, port: int, fix: str = "unset MASTER_PORT to let trainkit pick one"
+) -> None:
     """The rendezvous port (MASTER_PORT) must be free on the main node, or fail in one line."""
     from trainkit.errors import ConfigError
 
@@ -21,7 +23,7 @@ def check_port_free(host: str, port: int) -> None:
             "MASTER_PORT",
             port,
             f"a free port on {host}",
-            f"{err.strerror}; unset MASTER_PORT to let trainkit pick one",
+            f"{err.strerror}; {fix}",
         ) from None
 
 

@@ -129,22 +129,22 @@ def explain(positions: list[RankPosition], timed_out: bool, other_nodes: bool = 
     holds this node's ranks only: with ``other_nodes``, a node whose ranks all waited says the
     late rank is elsewhere."""
     if not timed_out:
-        return f"where each rank was: {_listed(positions)}"
+        return f"where each rank was: {listed(positions)}"
     late, waiting = late_ranks(positions, other_nodes)
     if not late and other_nodes:
         return (
-            f"a collective timed out with every rank of this node waiting ({_listed(positions)}): "
+            f"a collective timed out with every rank of this node waiting ({listed(positions)}): "
             "the late rank is on another node (its node's launcher names it)"
         )
     if not late:
         return (
-            f"a collective timed out with every rank waiting ({_listed(positions)}): some rank "
+            f"a collective timed out with every rank waiting ({listed(positions)}): some rank "
             "called a collective the others never call"
         )
-    return f"a collective timed out: late: {_listed(late)}; waiting: {_listed(waiting) or 'none'}"
+    return f"a collective timed out: late: {listed(late)}; waiting: {listed(waiting) or 'none'}"
 
 
-def _listed(items: list[RankPosition]) -> str:
+def listed(items: list[RankPosition]) -> str:
     """``rank 3 in X; ranks 0-2, 4 in Y``: ranks at the same phase of the same batch together,
     so a node of many ranks reports in one short line."""
     groups: dict[tuple[int, int, int], list[RankPosition]] = {}

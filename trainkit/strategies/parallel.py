@@ -15,6 +15,7 @@ import torch.distributed as dist
 
 from trainkit.distributed.comm import all_reduce
 from trainkit.distributed.launchers import Launcher
+from trainkit.distributed.network import use_routable_interface
 from trainkit.distributed.rendezvous import rendezvous_store
 from trainkit.errors import ConfigError
 from trainkit.strategies.base import Placement, Strategy
@@ -179,6 +180,8 @@ class ParallelStrategy(Strategy):
         """Join the process group (override for a custom rendezvous)."""
         os.environ.setdefault("MASTER_ADDR", self.cluster.main_address)
         os.environ.setdefault("MASTER_PORT", str(self.cluster.main_port))
+        if self.cluster.num_nodes > 1:  # gloo must not tell the other machines a loopback address
+            use_routable_interface(self.cluster.main_address, os.environ)
         seconds = collective_timeout(self.timeout)
         with rendezvous_store(self.cluster, seconds) as store:  # SLURM/MPI: per job step
             dist.init_process_group(
