@@ -33,7 +33,8 @@ def starts_processes(item: pytest.Item) -> bool:
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """``gpu`` tests run only where CUDA is available; under pytest-xdist the tests that share
-    one SLURM cluster (tests/clusters) run in one worker, one after another, and so do the tests
+    one SLURM cluster (tests/clusters) run in one worker, one after another (the two-node tests,
+    which make their own network namespaces, in another), and so do the tests
     that compare with the session's never-interrupted runs (``straight_run``), made once."""
     import torch
 
@@ -41,7 +42,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if starts_processes(item):
             item.add_marker(pytest.mark.slow)
-        if clusters in Path(str(item.path)).parents:
+        if Path(str(item.path)).name == "test_two_nodes.py":  # own namespaces, no SLURM
+            item.add_marker(pytest.mark.xdist_group("two_nodes"))
+        elif clusters in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.xdist_group("clusters"))
         elif "straight_run" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("straight_run"))
