@@ -30,6 +30,20 @@ def starts_processes(item: pytest.Item) -> bool:
     return folder in SLOW_FOLDERS or bool(fixtures & PROCESS_FIXTURES) or "slow" in item.keywords
 
 
+def pytest_configure(config):
+    """The suite compiles deepspeed's ops into its own folder (built once per checkout), so a
+    test killed mid-build never leaves a lock in the user's own cache; locks no process holds
+    there are swept by the controller before any worker starts."""
+    from trainkit.strategies.op_builds import build_locks, lock_holders
+
+    root = REPO / ".cache" / "torch_extensions"
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(root))
+    if "PYTEST_XDIST_WORKER" not in os.environ and Path(os.environ["TORCH_EXTENSIONS_DIR"]) == root:
+        for lock in build_locks(root):
+            if not lock_holders(lock):
+                lock.unlink(missing_ok=True)
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """``gpu`` tests run only where CUDA is available; under pytest-xdist the tests that share

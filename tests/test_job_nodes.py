@@ -154,12 +154,22 @@ def test_a_timeout_with_every_rank_of_every_node_waiting_is_a_collective_only_so
     assert line.endswith("some rank called a collective the others never call")
 
 
-def test_a_timeout_with_the_other_node_silent_says_it_is_down():
+@pytest.mark.parametrize("phase", [BACKWARD, TRAINING_STEP], ids=["backward", "training_step"])
+def test_a_timeout_with_the_other_node_silent_says_it_is_down(phase):
+    """Wherever this node's ranks wait together: in backward's all-reduce, or inside the step
+    (DDP broadcasts buffers in forward), the silent node is the cause."""
     answers = [NodeAnswer(1, "node 1 (10.0.0.2)", None, "timed out")]
-    (line,) = timed_out([position(0, BACKWARD), position(1, BACKWARD)], answers)
+    (line,) = timed_out([position(0, phase), position(1, phase)], answers)
     assert line.startswith("a collective timed out with every rank of this node waiting (ranks 0-1")
     assert line.endswith("node 1 (10.0.0.2) does not answer (timed out): the machine, or the "
                          "network to it, is down")  # fmt: skip
+
+
+def test_a_rank_behind_its_node_is_not_blamed_on_a_silent_node():
+    answers = [NodeAnswer(1, "node 1 (10.0.0.2)", None, "timed out")]
+    lines = timed_out([position(0, BACKWARD), position(1, TRAINING_STEP)], answers)
+    assert lines == ["node 1 (10.0.0.2) does not answer (timed out): the machine, or the network "
+                     "to it, is down"]  # fmt: skip
 
 
 def routable_address() -> str:

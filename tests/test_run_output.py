@@ -97,3 +97,27 @@ def test_the_closing_lines_suggest_a_viewer_only_for_loggers_that_have_one(
     )
     (logs,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  logs ")]
     assert (view in logs) if view else ("(" not in logs), logs
+
+
+def test_trainkits_own_warnings_read_as_one_line_and_others_keep_their_source(capsys, monkeypatch):
+    """A warning trainkit raises is about the user's settings: one ``trainkit: warning:`` line,
+    no trainkit source line; a library's or the user's warning keeps file and line."""
+    import sys
+    import warnings
+
+    import trainkit.strategies.parallel
+    from trainkit.cli.quiet_warnings import show_each_warning_once
+
+    def python_default(message, category, filename, lineno, *rest):  # pytest records instead
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno))
+
+    monkeypatch.setattr(warnings, "showwarning", python_default)
+    show_each_warning_once()
+    ours = trainkit.strategies.parallel.__file__
+    for _ in range(2):  # shown once
+        warnings.showwarning(UserWarning("BatchNorm under ddp ..."), UserWarning, ours, 120)
+    warnings.showwarning(UserWarning("a user's warning"), UserWarning, "/home/me/model.py", 7)
+    err = capsys.readouterr().err
+    assert err.count("trainkit: warning: BatchNorm under ddp ...\n") == 1
+    assert "parallel.py" not in err
+    assert "/home/me/model.py:7: UserWarning: a user's warning" in err

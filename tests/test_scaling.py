@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -98,13 +99,17 @@ def test_startup_table_lists_every_number(make_trainer, capsys):
     )
 
 
-def test_batchnorm_under_ddp_warns_and_sync_batchnorm_converts():
+@pytest.mark.parametrize("strategy_class", ["DDPStrategy", "FSDPStrategy", "DeepSpeedStrategy"])
+def test_batchnorm_over_ranks_warns_and_sync_batchnorm_converts(strategy_class):
+    """Every strategy that gives each rank its own batch says that BatchNorm normalises per rank,
+    naming itself and the setting; ``sync_batchnorm`` converts the layers instead."""
+    from trainkit import strategies
     from trainkit.devices import DeviceSelection
     from trainkit.distributed.env import ClusterEnvironment
-    from trainkit.strategies import DDPStrategy, Placement
+    from trainkit.strategies import Placement
 
-    def strategy_for(sync_batchnorm: bool) -> DDPStrategy:
-        strategy = DDPStrategy()
+    def strategy_for(sync_batchnorm: bool):
+        strategy = getattr(strategies, strategy_class)()
         strategy.connect(
             Placement(
                 DeviceSelection("cpu", (0, 1)),
@@ -113,14 +118,18 @@ def test_batchnorm_under_ddp_warns_and_sync_batchnorm_converts():
                 sync_batchnorm=sync_batchnorm,
             )
         )
-        strategy.configure_ddp = lambda forwarder: forwarder  # no process group needed
         return strategy
 
     model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
-    with pytest.warns(UserWarning, match="sync_batchnorm"):
-        strategy_for(sync_batchnorm=False).setup_module(model)
-    converted = strategy_for(sync_batchnorm=True).setup_module(model)
-    assert isinstance(converted.module[1], torch.nn.SyncBatchNorm)
+    warned = strategy_for(sync_batchnorm=False)
+    with pytest.warns(UserWarning, match=f"BatchNorm under {warned.name} .*sync_batchnorm: true"):
+        assert warned.with_batchnorm_synced(model) is model
+    converted = strategy_for(sync_batchnorm=True).with_batchnorm_synced(model)
+    assert isinstance(converted[1], torch.nn.SyncBatchNorm)
+    plain = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert strategy_for(sync_batchnorm=False).with_batchnorm_synced(plain) is plain
 
 
 def test_the_table_shows_the_configured_lr_and_where_a_scheduler_starts(make_trainer):

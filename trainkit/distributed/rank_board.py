@@ -104,6 +104,16 @@ _ORDER_IN_BATCH = {DATA: 0, TRAINING_STEP: 1, BACKWARD: 2, OPTIMIZER_STEP: 3, VA
 _ORDER_IN_BATCH.update({CHECKPOINT: 5, EPOCH_END: 6, FINISHING: 7})
 
 
+def behind(positions: list[RankPosition]) -> list[RankPosition]:
+    """The ranks behind the furthest one (by epoch, batch and phase within the batch)."""
+
+    def progress(p: RankPosition) -> tuple[int, int, int]:
+        return (p.epoch, p.batch, _ORDER_IN_BATCH.get(p.phase, -1))
+
+    furthest = max(progress(p) for p in positions)
+    return [p for p in positions if progress(p) < furthest]
+
+
 def late_ranks(
     positions: list[RankPosition], other_nodes: bool = False
 ) -> tuple[list[RankPosition], list[RankPosition]]:
@@ -111,11 +121,7 @@ def late_ranks(
     them); if all are at the same point, the ones not inside a collective (all of them only
     where ranks on ``other_nodes`` may be the ones waiting)."""
 
-    def progress(p: RankPosition) -> tuple[int, int, int]:
-        return (p.epoch, p.batch, _ORDER_IN_BATCH.get(p.phase, -1))
-
-    furthest = max(progress(p) for p in positions)
-    late = [p for p in positions if progress(p) < furthest]
+    late = behind(positions)
     if not late:
         late = [p for p in positions if not p.waits_on_peers]
         if len(late) == len(positions) and not other_nodes:

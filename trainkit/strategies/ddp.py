@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
@@ -22,8 +21,6 @@ from trainkit.strategies.step_forwarder import StepForwarder
 
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
-
-BATCHNORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
 
 
 def manual_under_ddp(
@@ -75,16 +72,7 @@ class DDPStrategy(ParallelStrategy):
         self.options = DDPOptions(find_unused_parameters, static_graph, gradient_as_bucket_view)
 
     def setup_module(self, module: nn.Module) -> nn.Module:
-        has_batchnorm = any(isinstance(m, BATCHNORMS) for m in module.modules())
-        if has_batchnorm and self.sync_batchnorm:
-            module = nn.SyncBatchNorm.convert_sync_batchnorm(module)
-        elif has_batchnorm and self.is_global_zero:
-            warnings.warn(
-                "BatchNorm under ddp normalises with per-rank statistics only; set trainer.sync_batchnorm: "
-                "true to use statistics of the whole effective batch",
-                stacklevel=2,
-            )
-        module = module.to(self.root_device)
+        module = self.with_batchnorm_synced(module).to(self.root_device)
         return self.configure_ddp(StepForwarder(module))
 
     def configure_ddp(self, forwarder: nn.Module) -> nn.Module:

@@ -18,6 +18,7 @@ from torch import nn
 from trainkit.checkpoint.files import CheckpointError
 from trainkit.errors import ConfigError
 from trainkit.strategies.base import Placement
+from trainkit.strategies.op_builds import watched_op_builds
 from trainkit.strategies.parallel import ParallelStrategy
 from trainkit.strategies.step_forwarder import StepForwarder
 
@@ -159,12 +160,12 @@ class DeepSpeedStrategy(ParallelStrategy):
             return super().module_init_context(empty_init)
         deepspeed = import_deepspeed()
         config = {"train_micro_batch_size_per_gpu": 1, **self.config}
-        return deepspeed.zero.Init(config_dict_or_path=config, remote_device=None)
+        with watched_op_builds(barrier=self.barrier):  # deepspeed's communication op
+            return deepspeed.zero.Init(config_dict_or_path=config, remote_device=None)
 
     def setup_module(self, module: nn.Module) -> nn.Module:
-        return StepForwarder(
-            module.to(self.root_device)
-        )  # the engine wraps it once optimizers exist
+        # the engine wraps it once optimizers exist
+        return StepForwarder(self.with_batchnorm_synced(module).to(self.root_device))
 
     def setup_optimizers(self, wrapped: nn.Module, optimizers: list[Any], schedulers: list[Any]):
         deepspeed = import_deepspeed()
@@ -182,9 +183,10 @@ class DeepSpeedStrategy(ParallelStrategy):
         config.pop("train_batch_size", None)
         if self.precision == "bf16-mixed":
             config.setdefault("bf16", {"enabled": True})
-        engine, optimizer, _, _ = deepspeed.initialize(
-            model=wrapped, optimizer=optimizers[0], config=config, dist_init_required=False
-        )
+        with watched_op_builds(barrier=self.barrier):  # its communication and optimizer ops
+            engine, optimizer, _, _ = deepspeed.initialize(
+                model=wrapped, optimizer=optimizers[0], config=config, dist_init_required=False
+            )
         self._engine = engine
         return engine, [optimizer]
 

@@ -128,6 +128,7 @@ class FSDPStrategy(ParallelStrategy):
 
         from trainkit.strategies.meta_init import has_meta_parameters, materialize
 
+        module = self.with_batchnorm_synced(module)
         declared_on_meta = has_meta_parameters(module)
         if not declared_on_meta:
             module = module.to(self.root_device)

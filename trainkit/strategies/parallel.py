@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+import warnings
 from datetime import timedelta
 from typing import Any
 
@@ -19,8 +20,10 @@ from trainkit.distributed.network import use_routable_interface
 from trainkit.distributed.rendezvous import rendezvous_store
 from trainkit.errors import ConfigError
 from trainkit.strategies.base import Placement, Strategy
+from trainkit.utilities.warnings import PossibleUserWarning
 
 BACKEND_ENV = "TRAINKIT_DISTRIBUTED_BACKEND"
+BATCHNORMS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)
 BACKENDS = ("gloo", "nccl", "mpi", "ucc")
 TIMEOUT_ENV = "TRAINKIT_COLLECTIVE_TIMEOUT"
 
@@ -104,6 +107,22 @@ class ParallelStrategy(Strategy):
         if self.is_distributed:  # a bad backend or timeout fails before any rank starts
             resolve_backend(placement.selection.accelerator, self.process_group_backend)
             collective_timeout(self.timeout)
+
+    def with_batchnorm_synced(self, module: torch.nn.Module) -> torch.nn.Module:
+        """``module`` with its BatchNorm layers as SyncBatchNorm when ``trainer.sync_batchnorm``
+        is set; otherwise it warns (rank 0, once) that each rank normalises over its own batch."""
+        if not any(isinstance(layer, BATCHNORMS) for layer in module.modules()):
+            return module
+        if self.sync_batchnorm:
+            return torch.nn.SyncBatchNorm.convert_sync_batchnorm(module)
+        if self.is_global_zero and self.world_size > 1:
+            warnings.warn(
+                f"BatchNorm under {self.name} normalises with per-rank statistics only; set "
+                "trainer.sync_batchnorm: true to use statistics of the whole effective batch",
+                PossibleUserWarning,
+                stacklevel=2,
+            )
+        return module
 
     # ---- ranks ----------------------------------------------------------------------------------
     @property

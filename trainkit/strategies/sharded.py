@@ -27,7 +27,8 @@ class ShardedStrategy(ParallelStrategy):
     zero_grad_set_to_none = False  # its gradient-reduce hooks diverge from ddp on freed grads
 
     def setup_module(self, module: nn.Module) -> nn.Module:
-        return StepForwarder(module.to(self.root_device))  # wrapped once the optimizers exist
+        # wrapped once the optimizers exist
+        return StepForwarder(self.with_batchnorm_synced(module).to(self.root_device))
 
     def grad_scaler(self) -> torch.amp.GradScaler | None:
         """fp16 needs fairscale's ShardedGradScaler: each rank only sees its shard's gradients."""

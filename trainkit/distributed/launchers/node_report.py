@@ -8,7 +8,7 @@ import signal
 from dataclasses import dataclass
 from typing import Any
 
-from trainkit.distributed.rank_board import RankPosition, late_ranks, listed
+from trainkit.distributed.rank_board import RankPosition, behind, late_ranks, listed
 from trainkit.distributed.signals import PREEMPTED_EXIT_CODE
 
 
@@ -97,7 +97,9 @@ def timed_out(own: list[RankPosition], answers: list[NodeAnswer]) -> list[str]:
             by_node.setdefault(node_of[position.rank], []).append(position)
         where = "; ".join(f"{listed(ranks)} on {name}" for name, ranks in by_node.items())
         return [f"a collective timed out: late: {where}; waiting: {listed(waiting) or 'none'}"]
-    if silent and not late_ranks(own, other_nodes=True)[0]:
+    # this node's ranks all at one point (a collective inside a step counts: DDP's buffer
+    # broadcast in forward) and a node that does not answer: that node is the cause
+    if silent and not behind(own):
         return [
             f"a collective timed out with every rank of this node waiting ({listed(own)}): "
             + "; ".join(silent)

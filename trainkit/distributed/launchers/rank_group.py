@@ -23,7 +23,7 @@ from trainkit.distributed.error_file import (
 )
 from trainkit.distributed.launchers.job_nodes import JobNodes
 from trainkit.distributed.launchers.node_report import lost_contact, timed_out
-from trainkit.distributed.rank_board import create_board, explain, late_ranks, read_board
+from trainkit.distributed.rank_board import behind, create_board, explain, read_board
 from trainkit.distributed.rank_env import World, rank_env
 from trainkit.distributed.scratch import scratch_folder
 from trainkit.distributed.signals import (
@@ -297,7 +297,7 @@ class RankGroup:
         positions = read_board(self.board, self.world.global_rank(0))
         timeout = bool(error) and is_collective_timeout(text)
         if timeout:
-            local = bool(late_ranks(positions, other_nodes=True)[0])
+            local = bool(behind(positions))  # all at one point: the late rank is elsewhere
         else:
             local = not is_communication_error(text) and code != 128 + signal.SIGABRT
         self.nodes.record_failure(cause, self.ranks_status(), local)
