@@ -121,3 +121,30 @@ def test_trainkits_own_warnings_read_as_one_line_and_others_keep_their_source(ca
     assert err.count("trainkit: warning: BatchNorm under ddp ...\n") == 1
     assert "parallel.py" not in err
     assert "/home/me/model.py:7: UserWarning: a user's warning" in err
+
+
+def test_a_librarys_warning_is_shown_by_rank_0_only_and_the_users_by_every_rank(
+    capsys, monkeypatch
+):
+    """Every rank raises the same library warning: rank 0 shows it; rank 1 shows the user's own
+    warnings and trainkit's, and the library's too with TRAINKIT_RANK_WARNINGS=all."""
+    import sys
+    import sysconfig
+    import warnings
+
+    from trainkit.cli.quiet_warnings import show_each_warning_once
+
+    def python_default(message, category, filename, lineno, *rest):
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno))
+
+    library = f"{sysconfig.get_paths()['purelib']}/somelib/core.py"
+    for rank, every_rank, shown in [("0", "", True), ("1", "", False), ("1", "all", True)]:
+        monkeypatch.setattr(warnings, "showwarning", python_default)
+        monkeypatch.setenv("RANK", rank)
+        monkeypatch.setenv("TRAINKIT_RANK_WARNINGS", every_rank)
+        show_each_warning_once()
+        warnings.showwarning(FutureWarning("deprecated"), FutureWarning, library, 3)
+        warnings.showwarning(UserWarning("mine"), UserWarning, "/home/me/model.py", 7)
+        err = capsys.readouterr().err
+        assert ("somelib/core.py:3: FutureWarning: deprecated" in err) is shown, (rank, err)
+        assert "/home/me/model.py:7: UserWarning: mine" in err

@@ -3,12 +3,15 @@ ranks) with optional CPU offload, through the optional ``deepspeed`` package."""
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import importlib.util
 import io
 import json
+import logging
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -16,6 +19,7 @@ import torch
 from torch import nn
 
 from trainkit.checkpoint.files import CheckpointError
+from trainkit.distributed.comm import rank_from_environment
 from trainkit.errors import ConfigError
 from trainkit.strategies.base import Placement
 from trainkit.strategies.op_builds import watched_op_builds
@@ -83,10 +87,19 @@ def load_config(config: dict[str, Any] | str | None) -> dict[str, Any]:
         ) from None
 
 
+def errors_only(record: logging.LogRecord) -> bool:
+    """A logging filter: errors pass, the rest is left to rank 0."""
+    return record.levelno >= logging.ERROR
+
+
 def import_deepspeed() -> Any:
     """``deepspeed``, imported without the optional ``mlflow`` import of its autotuner (a tool of
     deepspeed's own launcher that a training rank never runs): where mlflow is installed, that
-    import cost each rank ~1.5 s of start-up. An mlflow already imported is left as it is."""
+    import cost each rank ~1.5 s of start-up. An mlflow already imported is left as it is. On
+    ranks other than 0 deepspeed's log shows errors only (rank 0 shows the rest, once)."""
+    ds_log = logging.getLogger("DeepSpeed")
+    if (rank_from_environment() or 0) > 0 and errors_only not in ds_log.filters:
+        ds_log.addFilter(errors_only)
     if "deepspeed" in sys.modules or "mlflow" in sys.modules:
         import deepspeed
 
@@ -160,8 +173,17 @@ class DeepSpeedStrategy(ParallelStrategy):
             return super().module_init_context(empty_init)
         deepspeed = import_deepspeed()
         config = {"train_micro_batch_size_per_gpu": 1, **self.config}
-        with watched_op_builds(barrier=self.barrier):  # deepspeed's communication op
+        with self.building():
             return deepspeed.zero.Init(config_dict_or_path=config, remote_device=None)
+
+    @contextlib.contextmanager
+    def building(self) -> Iterator[None]:
+        """Around deepspeed's set-up, which compiles or loads its communication and optimizer
+        ops: a stale build lock refused, a build announced, and what deepspeed prints there (its
+        config, "op built") shown by rank 0 only, the same on every rank."""
+        quiet = contextlib.redirect_stdout(io.StringIO()) if not self.is_global_zero else None
+        with watched_op_builds(barrier=self.barrier), quiet or contextlib.nullcontext():
+            yield
 
     def setup_module(self, module: nn.Module) -> nn.Module:
         # the engine wraps it once optimizers exist
@@ -183,7 +205,7 @@ class DeepSpeedStrategy(ParallelStrategy):
         config.pop("train_batch_size", None)
         if self.precision == "bf16-mixed":
             config.setdefault("bf16", {"enabled": True})
-        with watched_op_builds(barrier=self.barrier):  # its communication and optimizer ops
+        with self.building():
             engine, optimizer, _, _ = deepspeed.initialize(
                 model=wrapped, optimizer=optimizers[0], config=config, dist_init_required=False
             )

@@ -75,10 +75,14 @@ def refuse_stale_locks(root: Path) -> None:
             )
 
 
+def say(line: str) -> None:
+    print(f"trainkit: {line}", file=sys.stderr, flush=True)
+
+
 class BuildAnnouncer:
     """While it runs, says once per op when this process starts compiling it."""
 
-    def __init__(self, root: Path, announce: Callable[[str], object] = print) -> None:
+    def __init__(self, root: Path, announce: Callable[[str], object] = say) -> None:
         self.root = root
         self.announce = announce
         self.said: set[str] = set()
