@@ -159,6 +159,51 @@ def test_params_metrics_with_steps_and_every_checkpoint_reach_the_server(server,
     assert logger.version == logger.run_id and logger.save_dir == str(tmp_path / "runs")
 
 
+def lightning_linear():
+    """A one-layer regression written against Lightning (imported only where it is)."""
+    import lightning.pytorch as pl
+
+    class LightningLinear(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.layer(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    return LightningLinear()
+
+
+def test_with_a_server_and_no_save_dir_the_run_folder_is_lightnings(server, tmp_path, monkeypatch):
+    """A remote store and save_dir left at its default: checkpoints and config go to
+    default_root_dir/<experiment id>/<run id>/, where Lightning's ModelCheckpoint puts them,
+    and nothing to ./mlruns in the folder the program runs in."""
+    monkeypatch.chdir(tmp_path)
+    logger = MLFlowLogger(experiment_name="remote", tracking_uri=server)
+    trainer = fit(tmp_path / "root", logger)
+    run = tmp_path / "root" / logger.experiment_id / logger.run_id
+    assert Path(trainer.log_dir) == run and logger.save_dir is None
+    assert (run / "checkpoints" / "last.ckpt").is_file()
+    assert not (tmp_path / "mlruns").exists()
+    lightning = pytest.importorskip("lightning.pytorch", reason="Lightning compares the folder")
+    from lightning.pytorch.loggers import MLFlowLogger as LightningMLFlowLogger
+
+    theirs = LightningMLFlowLogger(experiment_name="remote", tracking_uri=server)
+    checkpoint = lightning.callbacks.ModelCheckpoint()
+    their_trainer = lightning.Trainer(
+        max_epochs=1, logger=theirs, callbacks=[checkpoint], default_root_dir=str(tmp_path / "pl"),
+        enable_progress_bar=False, enable_model_summary=False,
+    )  # fmt: skip
+    their_trainer.fit(lightning_linear(), regression_loader())
+    assert Path(checkpoint.dirpath) == tmp_path / "pl" / theirs.experiment_id / theirs.run_id / (
+        "checkpoints"
+    )
+
+
 def test_log_model_true_uploads_best_and_last_at_the_end(server, tmp_path):
     logger = MLFlowLogger(experiment_name="regression", tracking_uri=server, log_model=True,
                           save_dir=str(tmp_path))  # fmt: skip

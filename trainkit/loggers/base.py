@@ -50,18 +50,19 @@ class Logger:
         prefix: str = "",
         sub_dir: str | None = None,
     ) -> None:
-        self._save_dir = str(save_dir)
+        self._save_dir: str | None = str(save_dir)
         self._name = name or ""
         self._version = version
         self.prefix = prefix
         self.sub_dir = sub_dir
 
     @property
-    def save_dir(self) -> str:
+    def save_dir(self) -> str | None:
+        """The local folder of this logger's runs (None: it keeps none, as a remote store)."""
         return self._save_dir
 
     @save_dir.setter
-    def save_dir(self, value: str) -> None:
+    def save_dir(self, value: str | None) -> None:
         self._save_dir = value
 
     @property
@@ -83,7 +84,8 @@ class Logger:
     @property
     def root_dir(self) -> str:
         """Where the ``version_N`` folders are: ``save_dir/name`` (or ``save_dir`` without a name)."""
-        return str(Path(self.save_dir) / self.name) if self.name else self.save_dir
+        save_dir = self.save_dir or "."
+        return str(Path(save_dir) / self.name) if self.name else save_dir
 
     @property
     def log_dir(self) -> str:

@@ -26,6 +26,9 @@ def flatten(params: dict[str, Any], parent: str = "") -> dict[str, Any]:
     return flat
 
 
+DEFAULT_SAVE_DIR = "./mlruns"
+
+
 class MLFlowLogger(TrackingLogger):
     """Log to an MLflow tracking server, or to a local store (SQLite) in save_dir."""
 
@@ -35,7 +38,7 @@ class MLFlowLogger(TrackingLogger):
         run_name: str | None = None,
         tracking_uri: str | None = None,
         tags: dict[str, Any] | None = None,
-        save_dir: str = "./mlruns",
+        save_dir: str = DEFAULT_SAVE_DIR,
         log_model: bool | Literal["all"] = False,
         prefix: str = "",
         artifact_location: str | None = None,
@@ -49,7 +52,9 @@ class MLFlowLogger(TrackingLogger):
             tracking_uri: Server or store address (default: $MLFLOW_TRACKING_URI, else
                 sqlite:///<save_dir>/mlflow.db).
             tags: Tags set on the new run.
-            save_dir: Local folder: the default store, and each run's checkpoints and config.yaml.
+            save_dir: Local folder: the default store, and each run's checkpoints and config.yaml
+                (with a server or database store and save_dir left at ./mlruns: the trainer's
+                default_root_dir/<experiment id>/<run id>, as in Lightning).
             log_model: Upload checkpoints as artifacts: 'all' after every save, true the best
                 and last at the end, false never.
             prefix: Put before every metric name (``prefix-name``).
@@ -58,11 +63,15 @@ class MLFlowLogger(TrackingLogger):
                 keep their values: MLflow refuses changes).
             synchronous: false: log without waiting for the server (None: MLflow's default).
         """
-        super().__init__(save_dir, experiment_name, run_id, prefix, log_model)
+        tracking_uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+        # a store of its own (a server, a database): the run's files go where Lightning puts
+        # them, default_root_dir/<experiment id>/<run id>, unless a save_dir is given
+        remote = tracking_uri is not None and not tracking_uri.startswith("file:")
+        own_folder = None if remote and save_dir == DEFAULT_SAVE_DIR else save_dir
+        super().__init__(own_folder, experiment_name, run_id, prefix, log_model)
         self.experiment_name = experiment_name
         self.run_name = run_name
         self.tags = tags
-        tracking_uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
         folder = Path(save_dir).resolve()  # the local store keeps artifacts beside each run folder
         self.tracking_uri = tracking_uri or f"sqlite:///{folder / 'mlflow.db'}"
         self.artifact_location = artifact_location or (
@@ -81,7 +90,7 @@ class MLFlowLogger(TrackingLogger):
             require("mlflow", "MLFlowLogger")
             from mlflow import MlflowClient
 
-            if self.tracking_uri.startswith("sqlite:"):
+            if self.tracking_uri.startswith("sqlite:") and self.save_dir is not None:
                 Path(self.save_dir).mkdir(parents=True, exist_ok=True)
             self._client = MlflowClient(self.tracking_uri)
         return self._client

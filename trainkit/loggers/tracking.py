@@ -40,11 +40,19 @@ class TrackingLogger(Logger):
     use and shared by the trainer with every rank; local files go to ``save_dir/group/run id``."""
 
     def __init__(
-        self, save_dir: str, group: str, run_id: str | None, prefix: str, log_model: bool | str
+        self,
+        save_dir: str | None,
+        group: str,
+        run_id: str | None,
+        prefix: str,
+        log_model: bool | str,
     ) -> None:
         if log_model not in LOG_MODEL:
             raise ConfigError(f"{type(self).__name__} log_model", log_model, "false, true or 'all'")
-        self.save_dir = str(save_dir)
+        self.save_dir = None if save_dir is None else str(save_dir)
+        # without a save_dir (a remote store), the run's local files go under this folder, as
+        # Lightning's checkpoints do: the trainer sets it to its default_root_dir
+        self.files_root = "."
         self.group = group
         self.prefix = prefix
         self.sub_dir = None
@@ -84,11 +92,14 @@ class TrackingLogger(Logger):
 
     @property
     def root_dir(self) -> str:
+        if self.save_dir is None:
+            return str(Path(self.files_root) / str(self.name))
         return str(Path(self.save_dir) / self.group)
 
     @property
     def log_dir(self) -> str:
-        """This run's local folder (checkpoints, config.yaml): ``save_dir/group/run id``."""
+        """This run's local folder (checkpoints, config.yaml): ``save_dir/group/run id``, or
+        without a save_dir ``files_root/name/run id``."""
         return str(Path(self.root_dir) / str(self.version))
 
     def after_save_checkpoint(self, checkpoint_callback: SavedCheckpoints) -> None:

@@ -92,7 +92,7 @@ class WandbLogger(TrackingLogger):
         if self._run is None and wandb.run is not None:
             self._run = wandb.run
         if self._run is None:
-            Path(self.save_dir).mkdir(parents=True, exist_ok=True)
+            Path(self.save_dir or ".").mkdir(parents=True, exist_ok=True)
             self._run = wandb.init(**self.init_options)
             self._owns_run = True
             self.init_options["id"] = self._run.id

@@ -143,8 +143,9 @@ def join_run_of(loggers: list[Any], checkpoint: str) -> None:
     path = Path(checkpoint).resolve()
     run = path.parent.parent if path.parent.name == "checkpoints" else None
     for logger in loggers:
-        home = Path(logger.root_dir).resolve()
-        if run is not None and logger.version is None and run.parent == home:
+        if run is None or logger.version is not None:  # a version: a run of its own
+            continue
+        if run.parent == Path(logger.root_dir).resolve():
             number = run.name.removeprefix("version_")
             logger.version = int(number) if number.isdigit() else run.name
 
@@ -155,6 +156,11 @@ def resolve_log_dir(state: RunState) -> None:
         return
     strategy = state.strategy
     if state.loggers:
+        from trainkit.loggers.tracking import TrackingLogger
+
+        for logger in state.loggers:  # a remote store's run keeps its files here (Lightning's rule)
+            if isinstance(logger, TrackingLogger) and logger.save_dir is None:
+                logger.files_root = state.default_root_dir
         first = state.loggers[0]
         version = first.version
         if version is None and strategy.is_global_zero:
@@ -163,7 +169,8 @@ def resolve_log_dir(state: RunState) -> None:
         for logger in state.loggers:
             if logger.version is None:
                 logger.version = version
-        state.log_dir = first.log_dir
+        # rank 0's: a remote store's experiment id is known where the run started
+        state.log_dir = strategy.broadcast(first.log_dir if strategy.is_global_zero else None)
     else:
         state.log_dir = state.default_root_dir
     if strategy.is_global_zero and state.log_dir is not None:  # SaveConfigCallback writes there
