@@ -47,18 +47,19 @@ def pytest_configure(config):
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """``gpu`` tests run only where CUDA is available; under pytest-xdist the tests that share
-    one SLURM cluster (tests/clusters) run in one worker, one after another (the two-node tests,
+    one SLURM cluster (the files with a test marked ``slurm``) run in one worker, one after another (the two-node tests,
     which make their own network namespaces, in another), and so do the tests
     that compare with the session's never-interrupted runs (``straight_run``), made once."""
     import torch
 
-    clusters = REPO / "tests" / "clusters"
+    # a file with a test marked slurm may share its cluster (a module fixture) with its others
+    on_slurm = {item.path for item in items if item.get_closest_marker("slurm")}
     for item in items:
         if starts_processes(item):
             item.add_marker(pytest.mark.slow)
         if Path(str(item.path)).name == "test_two_nodes.py":  # own namespaces, no SLURM
             item.add_marker(pytest.mark.xdist_group("two_nodes"))
-        elif clusters in Path(str(item.path)).parents:
+        elif item.path in on_slurm:
             item.add_marker(pytest.mark.xdist_group("clusters"))
         elif "straight_run" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("straight_run"))

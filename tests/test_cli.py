@@ -250,7 +250,7 @@ BAD_INPUTS = [
     (["fit", "-c", "{cfg}", "--trainer.accelerator", "gpu", "--trainer.devices", "1"], "no CUDA"),
     (["fit", "-c", "{cfg}", "--trainer.precision", "64"], "'64'"),
     (["fit", "-c", "{cfg}", "--trainer.precision", "16-mixed"], "bf16-mixed"),
-    (["fit", "-c", "{cfg}", "--trainer.strategy", "horovod"], "'horovod'"),
+    (["fit", "-c", "{cfg}", "--trainer.strategy", "horovodd"], "did you mean 'horovod'"),
     (["fit", "-c", "{cfg}", "--model.init_args.hidden", "x"], "model.init_args.hidden 'x'"),
     (["fit", "-c", "{cfg}", "--optimizer", "Adamm"], "'Adamm'"),
     (

@@ -94,6 +94,92 @@ def test_open_mpi():
     assert env.main_address == "head"
 
 
+def horovodrun_rank(rank: int, local_rank: int, cross_rank: int, **extra: str) -> dict[str, str]:
+    """The variables ``horovodrun --gloo -np 4 -H a:2,b:2`` gives one rank."""
+    return {
+        "HOROVOD_HOSTNAME": "b" if cross_rank else "a",
+        "HOROVOD_RANK": str(rank),
+        "HOROVOD_SIZE": "4",
+        "HOROVOD_LOCAL_RANK": str(local_rank),
+        "HOROVOD_LOCAL_SIZE": "2",
+        "HOROVOD_CROSS_RANK": str(cross_rank),
+        "HOROVOD_CROSS_SIZE": "2",
+        "HOROVOD_GLOO_RENDEZVOUS_ADDR": "10.0.0.5",
+        "HOROVOD_GLOO_RENDEZVOUS_PORT": "41234",
+        "HOROVOD_CONTROLLER": "gloo",
+        **extra,
+    }
+
+
+def test_horovodrun_ranks_come_from_its_variables_and_its_node_from_the_cross_rank():
+    env = detect_environment(horovodrun_rank(3, 1, 1))
+    assert (env.name, env.world_size, env.global_rank, env.local_rank, env.node_rank) == (
+        "horovod",
+        4,
+        3,
+        1,
+        1,
+    )
+    assert (env.local_world_size, env.num_nodes, env.external) == (2, 2, True)
+
+
+def test_horovodrun_on_several_hosts_meets_at_its_own_host_unless_master_addr_says():
+    """horovodrun's rendezvous address is the host it runs on: rank 0's, the first of -H."""
+    assert detect_environment(horovodrun_rank(0, 0, 0)).main_address == "10.0.0.5"
+    moved = horovodrun_rank(2, 0, 1, MASTER_ADDR="a")
+    assert detect_environment(moved).main_address == "a"
+
+
+def test_horovodrun_on_one_host_meets_on_loopback():
+    one_host = horovodrun_rank(1, 1, 0, HOROVOD_SIZE="2", HOROVOD_CROSS_SIZE="1")
+    env = detect_environment(one_host)
+    assert (env.num_nodes, env.main_address) == (1, "127.0.0.1")
+
+
+def test_horovodrun_port_is_derived_from_its_rendezvous_one_per_run():
+    first = detect_environment(horovodrun_rank(0, 0, 0))
+    again = detect_environment(horovodrun_rank(3, 1, 1))
+    other_run = detect_environment(horovodrun_rank(0, 0, 0, HOROVOD_GLOO_RENDEZVOUS_PORT="41235"))
+    assert first.main_port == again.main_port != other_run.main_port
+    assert 15000 <= first.main_port < 35000 and not first.port_fixed
+    assert first.rendezvous_id == "horovodrun 10.0.0.5:41234" != other_run.rendezvous_id
+    fixed = detect_environment(horovodrun_rank(0, 0, 0, MASTER_PORT="29555"))
+    assert (fixed.main_port, fixed.port_fixed) == (29555, True)
+
+
+def test_horovodrun_wins_over_the_mpirun_it_may_run_under():
+    both = horovodrun_rank(1, 1, 0, OMPI_COMM_WORLD_SIZE="4", OMPI_COMM_WORLD_RANK="1")
+    assert detect_environment(both).name == "horovod"
+
+
+def test_horovodrun_in_its_mpi_mode_is_mpirun():
+    """``horovodrun`` with MPI runs mpirun: its ranks carry OpenMPI's variables only."""
+    env = detect_environment(
+        {
+            "OMPI_COMM_WORLD_SIZE": "2",
+            "OMPI_COMM_WORLD_RANK": "1",
+            "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+            "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+            "OMPI_COMMAND": "python",
+        }
+    )
+    assert (env.name, env.global_rank, env.local_world_size) == ("mpi", 1, 2)
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"HOROVOD_RANK": "4"}, "RANK '4'; expected a rank below WORLD_SIZE=4"),
+        ({"HOROVOD_LOCAL_SIZE": "0"}, "HOROVOD_LOCAL_SIZE '0'; expected an integer >= 1"),
+        ({"HOROVOD_SIZE": "four"}, "HOROVOD_SIZE 'four'; expected an integer >= 1"),
+    ],
+)
+def test_horovodrun_variables_that_disagree_are_one_line(change, named):
+    with pytest.raises(ConfigError, match=named) as info:
+        detect_environment(horovodrun_rank(0, 0, 0, **change))
+    assert "horovodrun" in str(info.value) or "HOROVOD_" in str(info.value)
+
+
 def test_trainkit_child():
     """A rank of trainkit's launcher is recognised by the mark the launcher sets."""
     env = detect_environment(

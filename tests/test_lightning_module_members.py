@@ -11,12 +11,14 @@ from torch import nn
 
 from tests.helpers.models import Regression, regression_loader
 from trainkit import LightningModule, Trainer
+from trainkit.errors import ConfigError
 from trainkit.strategies import (
     DataParallelStrategy,
     DDPSpawnStrategy,
     DDPStrategy,
     DeepSpeedStrategy,
     FSDPStrategy,
+    HorovodStrategy,
     ParallelStrategy,
     SingleDeviceStrategy,
 )
@@ -194,6 +196,19 @@ def test_lightning_strategy_aliases_build_the_strategy_they_name(alias, kind, se
         found = getattr(trainer.strategy, name, None)
         options = getattr(trainer.strategy, "options", None)
         assert value in (found, getattr(options, name, None))
+
+
+@pytest.mark.parametrize(("named", "kind"), [("horovod", HorovodStrategy), ("ddp", DDPStrategy)])
+def test_lightning_1x_strategy_named_as_accelerator_runs_that_strategy(named, kind):
+    """Lightning 1.x's ``Trainer(accelerator="horovod")`` / ``"ddp"``: the strategy, warned."""
+    with pytest.warns(UserWarning, match=f"Lightning 1.x's spelling of trainer.strategy '{named}'"):
+        trainer = Trainer(accelerator=named, devices=1, logger=False)
+    assert type(trainer.strategy) is kind
+
+
+def test_a_strategy_named_as_accelerator_beside_another_strategy_is_refused():
+    with pytest.raises(ConfigError, match=r"trainer.accelerator 'ddp'.*already 'fsdp'"):
+        Trainer(accelerator="ddp", strategy="fsdp", devices=1, logger=False)
 
 
 def test_parallel_strategies_share_lightnings_base_class():

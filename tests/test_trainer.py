@@ -115,7 +115,7 @@ def test_bf16_mixed_trains_on_cpu(make_trainer):
         ({"precision": "64"}, "'64'"),
         ({"precision": "16-mixed"}, "bf16-mixed"),
         ({"accelerator": "tpu"}, "'tpu'"),
-        ({"strategy": "horovod"}, "'horovod'"),
+        ({"strategy": "horovodd"}, "'horovodd'.*did you mean 'horovod'"),
         ({"accumulate_grad_batches": 0}, "accumulate_grad_batches"),
         ({"gradient_clip_algorithm": "l1"}, "'l1'"),
         ({"val_check_interval": 1.5}, "1.5"),

@@ -65,7 +65,11 @@ def main(argv: list[str] | None = None) -> None:
 def finish_rank(code: int = 0) -> None:
     """After a run in a rank: sync, destroy the process group, and leave without interpreter
     finalization (where gloo threads still holding tensors can abort the process)."""
-    from trainkit.distributed.error_file import exit_without_finalizing, process_group_is_up
+    from trainkit.distributed.error_file import (
+        exit_without_finalizing,
+        process_group_is_up,
+        run_clean_exits,
+    )
 
     if not process_group_is_up():
         return
@@ -76,6 +80,7 @@ def finish_rank(code: int = 0) -> None:
     RankBoard().mark(FINISHING)
     dist.barrier()
     dist.destroy_process_group()
+    run_clean_exits()
     exit_without_finalizing(code)
 
 

@@ -11,7 +11,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from trainkit.distributed.comm import rank_from_environment
+from trainkit.distributed.error_file import launcher_rank
 
 PACKAGE = Path(__file__).resolve().parents[1]  # trainkit/
 LIBRARIES = tuple(
@@ -23,7 +23,7 @@ EVERY_RANK_ENV = "TRAINKIT_RANK_WARNINGS"  # "all": every rank shows the librari
 def shown_by_rank_zero_only(filename: str) -> bool:
     """Whether this process leaves the warning to rank 0: it is a rank other than 0 and the
     warning comes from an installed library (identical on every rank), not from the user's code."""
-    if (rank_from_environment() or 0) == 0 or os.environ.get(EVERY_RANK_ENV) == "all":
+    if (launcher_rank() or 0) == 0 or os.environ.get(EVERY_RANK_ENV) == "all":
         return False
     path = Path(filename).resolve()
     return any(path.is_relative_to(library) for library in LIBRARIES)

@@ -1,5 +1,6 @@
 """Cluster environments: who started this process, and what rank it is. First match wins:
-torchrun, OpenMPI's mpirun, an srun step, MPICH/Intel MPI, trainkit's own launcher, nobody."""
+torchrun, horovodrun (its gloo mode), OpenMPI's mpirun, an srun step, MPICH/Intel MPI,
+trainkit's own launcher, nobody."""
 
 from __future__ import annotations
 
@@ -19,10 +20,10 @@ from trainkit.errors import ConfigError
 class ClusterEnvironment:
     """One process's place in a job: ranks, sizes and the rendezvous address.
 
-    ``rendezvous_id`` names the job step for trainkit's own rendezvous (SLURM, MPI): rank 0
-    serves it on the first free port of the ones derived from ``main_port``, the other ranks
-    find it there by that name. Empty: ``MASTER_ADDR``/``MASTER_PORT`` as they are (torchrun,
-    trainkit's launcher)."""
+    ``rendezvous_id`` names the job step for trainkit's own rendezvous (SLURM, MPI,
+    horovodrun): rank 0 serves it on the first free port of the ones derived from
+    ``main_port``, the other ranks find it there by that name. Empty: ``MASTER_ADDR``/
+    ``MASTER_PORT`` as they are (torchrun, trainkit's launcher)."""
 
     name: str
     world_size: int = 1
@@ -177,6 +178,53 @@ def detect_open_mpi(env: Mapping[str, str]) -> ClusterEnvironment | None:
     return _mpi_environment(env, ranks, default_port, "mpirun", f"mpi job {job}")
 
 
+HOROVOD_PREFIX = "HOROVOD_"
+
+
+def _horovod_address(env: Mapping[str, str], nodes: int) -> str:
+    """Rank 0's address under horovodrun: MASTER_ADDR when given; 127.0.0.1 on one host; else
+    the host horovodrun runs on (its rendezvous address), where rank 0 runs when horovodrun is
+    started on the first host of ``-H`` (rank 0 checks it: strategies/horovod.py)."""
+    address = env.get("MASTER_ADDR", "").strip()
+    if address:
+        return address
+    if nodes == 1:
+        return "127.0.0.1"
+    return env.get(HOROVOD_PREFIX + "GLOO_RENDEZVOUS_ADDR", "").strip() or "127.0.0.1"
+
+
+def detect_horovod(env: Mapping[str, str]) -> ClusterEnvironment | None:
+    """A rank started by horovodrun in its gloo mode (``horovodrun --gloo``, or where horovod
+    has no MPI): HOROVOD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE and _CROSS_RANK (the node).
+    horovodrun's MPI mode runs mpirun, whose ranks are OpenMPI's. Its rendezvous is an HTTP
+    server of horovod's own: trainkit's rendezvous derives its port from it, one per run."""
+    prefix = HOROVOD_PREFIX
+    if prefix + "RANK" not in env or prefix + "SIZE" not in env:
+        return None
+    world, rank = _int(env, prefix + "SIZE", 1, low=1), _int(env, prefix + "RANK")
+    local_rank = _int(env, prefix + "LOCAL_RANK")
+    local_size = _int(env, prefix + "LOCAL_SIZE", 1, low=1)
+    _check_ranks("horovodrun", world, rank, local_rank, local_size)
+    nodes = max(1, -(-world // local_size))
+    served = _int(env, prefix + "GLOO_RENDEZVOUS_PORT")
+    port, fixed = _port(env, slurm.PORT_BASE + served % slurm.PORT_SPAN if served else 29500)
+    address = _horovod_address(env, nodes)
+    server = env.get(prefix + "GLOO_RENDEZVOUS_ADDR", "")
+    return ClusterEnvironment(
+        "horovod",
+        world,
+        rank,
+        local_rank,
+        _int(env, prefix + "CROSS_RANK"),
+        local_size,
+        address,
+        port,
+        num_nodes=nodes,
+        rendezvous_id=f"horovodrun {server}:{served}" if served else "horovodrun",
+        port_fixed=fixed,
+    )
+
+
 def detect_pmi(env: Mapping[str, str]) -> ClusterEnvironment | None:
     """A rank started by MPICH's or Intel MPI's mpiexec (PMI variables)."""
     if "PMI_SIZE" not in env or "PMI_RANK" not in env:
@@ -235,7 +283,7 @@ def detect_trainkit(env: Mapping[str, str]) -> ClusterEnvironment | None:
     )
 
 
-DETECTORS = (detect_torchelastic, detect_open_mpi, detect_slurm, detect_pmi)
+DETECTORS = (detect_torchelastic, detect_horovod, detect_open_mpi, detect_slurm, detect_pmi)
 
 
 def refuse_stale_rank_variables(env: Mapping[str, str]) -> None:

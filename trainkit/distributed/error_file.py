@@ -16,9 +16,12 @@ from types import TracebackType
 
 from trainkit.distributed.signals import ERROR_FILE_ENV
 
-RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK")
+# the global rank and world size, as each launcher names them (trainkit and torchrun, mpirun,
+# srun, mpiexec, horovodrun)
+RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK", "HOROVOD_RANK")
 ExceptHook = Callable[[type[BaseException], BaseException, TracebackType | None], None]
-WORLD_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE")
+WORLD_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE", "HOROVOD_SIZE")
+CLEAN_EXITS: list[Callable[[], None]] = []  # at_clean_exit's, run by finish_rank
 
 
 def install_error_file_hook() -> None:
@@ -95,6 +98,25 @@ def process_group_is_up() -> bool:
         and torch.distributed.is_available()
         and torch.distributed.is_initialized()
     )
+
+
+def launcher_rank() -> int | None:
+    """The global rank the launcher that started this process gave it (None: not a rank)."""
+    return _first_int(RANK_VARIABLES)
+
+
+def at_clean_exit(leave: Callable[[], None]) -> None:
+    """Run ``leave`` when this rank's run ends well, after the process group is gone and before
+    the process exits without finalization: what a library would have closed in finalization
+    (horovod's MPI, which mpirun otherwise reports as an improper exit)."""
+    if leave not in CLEAN_EXITS:
+        CLEAN_EXITS.append(leave)
+
+
+def run_clean_exits() -> None:
+    """The ``at_clean_exit`` functions, last registered first."""
+    while CLEAN_EXITS:
+        CLEAN_EXITS.pop()()
 
 
 def exit_without_finalizing(code: int) -> None:

@@ -35,6 +35,8 @@ RESTARTS_OF = {
     "slurm": "SLURM does (sbatch --requeue), or start one task per node "
     "(srun --ntasks-per-node=1) and trainkit starts that node's ranks and restarts them",
     "mpi": "mpirun has none: run the job again (fit resumes with --ckpt_path last)",
+    "horovod": "horovodrun has none (its elastic mode is not supported): run the job again "
+    "(fit resumes with --ckpt_path last)",
 }
 
 

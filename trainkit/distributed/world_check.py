@@ -39,6 +39,13 @@ WORDS = {
         "WORLD_SIZE / LOCAL_WORLD_SIZE",
         "torchrun --nnodes {n} on each of {n} nodes",
     ),
+    "horovod": LauncherWords(
+        "horovodrun",
+        "HOROVOD_LOCAL_SIZE",
+        "horovodrun -np {n} on one host, -H host1:{n},host2:{n},... on several",
+        "HOROVOD_SIZE / HOROVOD_LOCAL_SIZE",
+        "horovodrun -H with {n} hosts",
+    ),
     "mpi": LauncherWords(
         "mpirun",
         "OMPI_COMM_WORLD_LOCAL_SIZE",

@@ -229,8 +229,10 @@ class TrainingStep:
                 self._user_step(*self._where(), stepping, self._closure)
             for hook in self._before_zero_grad:
                 hook(optimizer)
-            if self._user_zero_grad is None:
-                optimizer.zero_grad(set_to_none=self._set_to_none)
+            if self._user_zero_grad is None and self._set_to_none:
+                optimizer.zero_grad()  # torch's default (horovod's optimizer takes no argument)
+            elif self._user_zero_grad is None:
+                optimizer.zero_grad(set_to_none=False)
             else:
                 self._user_zero_grad(*self._where(), optimizer)
         for config in self._step_schedulers:

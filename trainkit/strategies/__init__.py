@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import warnings
 from collections.abc import Callable
 from functools import partial
 
@@ -13,6 +15,7 @@ from trainkit.strategies.deepspeed import PRESETS as DEEPSPEED_PRESETS
 from trainkit.strategies.deepspeed import DeepSpeedStrategy
 from trainkit.strategies.dp import DataParallelStrategy
 from trainkit.strategies.fsdp import FSDPStrategy
+from trainkit.strategies.horovod import HorovodStrategy
 from trainkit.strategies.parallel import ParallelStrategy
 from trainkit.strategies.pipeline import PipelineStrategy
 from trainkit.strategies.sharded import ShardedStrategy
@@ -29,6 +32,7 @@ STRATEGIES: dict[str, type[Strategy]] = {
     "ddp_sharded": ShardedStrategy,
     "sharded": ShardedStrategy,
     "deepspeed": DeepSpeedStrategy,
+    "horovod": HorovodStrategy,
 }
 
 # Lightning's registered names for a strategy with one setting changed
@@ -47,6 +51,30 @@ ALIASES: dict[str, Callable[[], Strategy]] = {
 }
 
 
+def strategy_from_accelerator(
+    accelerator: str, strategy: str | Strategy
+) -> tuple[str, str | Strategy]:
+    """Lightning 1.x named the strategy in ``accelerator`` (``accelerator="horovod"``, ``"ddp"``):
+    such a name picks the strategy, with one warning, and the devices' kind is 'auto'."""
+    if not isinstance(accelerator, str) or accelerator not in {*STRATEGIES, *ALIASES}:
+        return accelerator, strategy
+    if strategy not in (None, "auto"):
+        raise ConfigError(
+            "trainer.accelerator",
+            accelerator,
+            "'auto', 'cpu' or 'gpu' (a strategy's name here is Lightning 1.x's spelling of "
+            f"trainer.strategy, which is already {getattr(strategy, 'name', strategy)!r})",
+            "drop trainer.accelerator or set it to the devices' kind",
+        )
+    warnings.warn(
+        f"trainer.accelerator {accelerator!r} is Lightning 1.x's spelling of trainer.strategy "
+        f"{accelerator!r}: running it as the strategy on accelerator 'auto' (write "
+        f"strategy: {accelerator})",
+        stacklevel=2,
+    )
+    return "auto", accelerator
+
+
 def select_strategy(strategy: str | Strategy | None, placement: Placement) -> Strategy:
     """Build the named strategy for ``placement``; ``auto`` is ddp for several devices/nodes,
     else single. A Strategy instance is connected to the placement as it is."""
@@ -63,12 +91,13 @@ def select_strategy(strategy: str | Strategy | None, placement: Placement) -> St
     elif isinstance(strategy, str) and strategy in DEEPSPEED_PRESETS:
         chosen = DeepSpeedStrategy.preset(strategy)
     else:
+        close = difflib.get_close_matches(str(strategy), [*STRATEGIES, *ALIASES], n=1)
         raise ConfigError(
             "trainer.strategy",
             strategy,
             f"'auto' or one of {', '.join(STRATEGIES)} (or Lightning's aliases: "
             f"{', '.join(ALIASES)}, deepspeed_stage_N[_offload])",
-            "see docs/strategies.md",
+            (f"did you mean {close[0]!r}? " if close else "") + "see docs/strategies.md",
         )
     chosen.connect(placement)
     return chosen
@@ -82,9 +111,11 @@ __all__ = [
     "DataParallelStrategy",
     "DeepSpeedStrategy",
     "FSDPStrategy",
+    "HorovodStrategy",
     "ParallelStrategy",
     "Placement",
     "SingleDeviceStrategy",
     "Strategy",
     "select_strategy",
+    "strategy_from_accelerator",
 ]

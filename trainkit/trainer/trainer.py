@@ -21,7 +21,12 @@ from trainkit.module import TrainModule
 from trainkit.plugins import CheckpointIO, checkpoint_io_from
 from trainkit.profilers import build_profiler
 from trainkit.scaling import RunSummary
-from trainkit.strategies import Placement, Strategy, select_strategy
+from trainkit.strategies import (
+    Placement,
+    Strategy,
+    select_strategy,
+    strategy_from_accelerator,
+)
 from trainkit.strategies.precision import Precision, normalize_precision
 from trainkit.trainer import limits, loader_readouts, status
 from trainkit.trainer import properties as readouts
@@ -103,7 +108,8 @@ class Trainer:
             accelerator: 'cpu', 'gpu' or 'auto' (GPU when CUDA is available).
             devices: GPUs to use, or CPU processes: 2, [0, 1], '0,1', '0-3', -1 (all), 'auto'.
             num_nodes: Machines in the job; each runs one trainkit launcher.
-            strategy: 'auto' (ddp for several devices), 'single', 'ddp' or 'ddp_spawn'.
+            strategy: 'auto' (ddp for several devices), or single, ddp, ddp_spawn, dp, ddp2,
+                ddp_sharded, fsdp, deepspeed, pipeline, horovod (docs/strategies.md).
             precision: '32', '16-mixed' (GPU) or 'bf16-mixed'.
             max_epochs: Stop after this many epochs (default 1000 unless max_steps is set; -1: no limit).
             min_epochs: Train at least this many epochs even if early stopping asks to stop.
@@ -159,6 +165,7 @@ class Trainer:
         """
         install_error_file_hook()
         self.precision = normalize_precision(precision)
+        accelerator, strategy = strategy_from_accelerator(accelerator, strategy)
         selection = resolve_devices(devices, accelerator, gpus)
         self.cluster = detect_environment()
         self.num_nodes = check_num_nodes(num_nodes)
