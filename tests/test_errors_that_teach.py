@@ -246,3 +246,30 @@ def test_early_stopping_on_a_key_never_logged_is_one_line_with_the_closest(
     assert len(lines) == 1 and lines[0].startswith("trainkit: error: Early stopping"), lines
     assert "`val_los` which is not available" in lines[0]
     assert lines[0].endswith("did you mean 'val_loss'?")
+
+
+def test_a_mistake_found_after_training_started_leaves_no_empty_run_folder(
+    tmp_path, capsys, monkeypatch
+):
+    """The monitored key is missed at the first validation, after the run folder was made: the
+    folder goes (it held no checkpoint), so the corrected run is version_0 again."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["trainkit"])
+    missing = ["--trainer.callbacks+=EarlyStopping", "--trainer.callbacks.monitor=val_los"]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*FIT, *missing, "--trainer.max_epochs=1", "--trainer.default_root_dir=run"])
+    assert exit_info.value.code == 2
+    assert not (tmp_path / "run" / "trainkit_logs").exists(), sorted(tmp_path.rglob("*"))
+
+
+def test_a_mistake_found_after_a_checkpoint_was_saved_keeps_the_run_folder(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["trainkit"])
+    saving = ["--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.every_n_train_steps=1"]
+    missing = ["--trainer.callbacks+=EarlyStopping", "--trainer.callbacks.monitor=val_los"]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*FIT, *saving, *missing, "--trainer.max_epochs=1", "--trainer.default_root_dir=run"])
+    assert exit_info.value.code == 2
+    assert list((tmp_path / "run").rglob("*.ckpt")), sorted(tmp_path.rglob("*"))

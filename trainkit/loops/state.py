@@ -233,6 +233,7 @@ class RunState:
     checkpoint_io: Any = None  # the CheckpointIO (None: an atomic torch.save)
     default_root_dir: str = "."
     log_dir: str | None = None  # the run's version_N folder, once agreed by every rank
+    created_log_dir: bool = False  # rank 0 made log_dir for this run (it did not exist before)
     cli_config: str | None = None  # the resolved config a CLI run records in checkpoints
     model_callbacks_added: bool = False
     inference_mode: bool = True  # evaluation under torch.inference_mode (else no_grad)

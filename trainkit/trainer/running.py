@@ -10,11 +10,12 @@ from typing import Any
 import torch
 
 from trainkit.checkpoint import state as checkpoint_state
+from trainkit.checkpoint.files import CheckpointError
 from trainkit.compiling import uncompiled
 from trainkit.datamodule import DataModule
 from trainkit.distributed import rank_board
 from trainkit.distributed.launchers.spawn import SpawnLauncher, check_picklable
-from trainkit.errors import MisconfigurationError
+from trainkit.errors import ConfigError, MisconfigurationError
 from trainkit.loops.evaluation import EvalLoop
 from trainkit.loops.fit import FitLoop
 from trainkit.loops.predict import PredictLoop
@@ -29,7 +30,13 @@ from trainkit.trainer.loaders import prepare_loaders
 from trainkit.trainer.lr_scaling import scale_lr_for_batch
 from trainkit.trainer.properties import find_checkpoint_callback
 from trainkit.trainer.settings import StageSettings
-from trainkit.trainer.stage import log_hyperparams, setup_fit, setup_run, teardown_run
+from trainkit.trainer.stage import (
+    discard_unfinished_run_folder,
+    log_hyperparams,
+    setup_fit,
+    setup_run,
+    teardown_run,
+)
 from trainkit.trainer.summary import describe_run, print_closing, print_summary, resumed
 from trainkit.tuner.search import TunerExit
 
@@ -134,7 +141,7 @@ class StageRunner:
         state.stage, state.running_stage, state.status = stage, FIRST_LOOP[stage], "running"
         if weights_only is None:
             weights_only = self.settings.checkpoint_weights_only
-        status = "success"
+        status, mistake = "success", False
         try:
             ckpt_path = self._checkpoint_file(ckpt_path, weights_only)  # 'last'/'best' resolved
             state.ckpt_path = ckpt_path
@@ -154,9 +161,13 @@ class StageRunner:
                 state.datamodule.on_exception(error)
             checkpoint_state.finish_saves(state, error)  # the save in flight lands first
             status = "failed"
+            mistake = isinstance(error, (ConfigError, MisconfigurationError, CheckpointError))
             raise
         finally:
             teardown_run(state, stage, status)
+            if mistake:  # the run the input stopped leaves no empty version behind
+                discard_unfinished_run_folder(state)
+            state.created_log_dir = False  # later stages' failures keep this stage's folder
             if status == "success":
                 state.status, state.running_stage = "finished", None
             closing, self._closing = self._closing, None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any, cast
 
@@ -174,7 +175,24 @@ def resolve_log_dir(state: RunState) -> None:
     else:
         state.log_dir = state.default_root_dir
     if strategy.is_global_zero and state.log_dir is not None:  # SaveConfigCallback writes there
+        state.created_log_dir = bool(state.loggers) and not Path(state.log_dir).exists()
         Path(state.log_dir).mkdir(parents=True, exist_ok=True)
+
+
+def discard_unfinished_run_folder(state: RunState) -> None:
+    """After a fit stopped by a mistake in its input (a monitored key nobody logs, a bad
+    ``self.log``): rank 0 removes the version folder this run made, unless it holds a
+    checkpoint, so the corrected run is not the next version beside an empty one."""
+    if not (state.created_log_dir and state.strategy.is_global_zero and state.log_dir):
+        return
+    folder, root = Path(state.log_dir), Path(state.default_root_dir).resolve()
+    if folder.is_dir() and not any(folder.rglob("*.ckpt")):
+        shutil.rmtree(folder, ignore_errors=True)
+        parent = folder.resolve().parent  # the logger's name folder, when nothing else is in it
+        while parent != root and root in parent.parents and not any(parent.iterdir()):
+            parent.rmdir()
+            parent = parent.parent
+    state.created_log_dir = False
 
 
 def log_hyperparams(state: RunState, run_summary: RunSummary | None) -> None:
