@@ -15,6 +15,7 @@ from trainkit import TrainModule
 from trainkit.checkpoint import resume_changes
 from trainkit.checkpoint.files import CheckpointError
 from trainkit.checkpoint.resume_changes import ALLOW_ENV, Change, changes, settings
+from trainkit.strategies import SingleDeviceStrategy
 
 
 class Regressor(TrainModule):
@@ -89,6 +90,26 @@ def test_an_accepted_change_resumes(make_trainer, saved, monkeypatch):
 def test_another_optimizer_class_is_refused(make_trainer, saved):
     with pytest.raises(CheckpointError, match=r"optimizers changed from torch\.optim\.sgd\.SGD"):
         resume(make_trainer, saved, AdamRegressor())
+
+
+class WrappingStrategy(SingleDeviceStrategy):
+    """Wraps each optimizer in a subclass made at setup, as horovod's DistributedOptimizer."""
+
+    def setup_optimizers(self, wrapped, optimizers, schedulers):
+        wrapped, optimizers = super().setup_optimizers(wrapped, optimizers, schedulers)
+        for optimizer in optimizers:
+            optimizer.__class__ = type("SGD", (type(optimizer),), {})
+        return wrapped, optimizers
+
+
+def test_a_strategys_wrapper_is_not_another_optimizer_class(make_trainer, saved, tmp_path):
+    """A run that wraps the configured SGD resumes a plain SGD checkpoint, and records SGD."""
+    fitted = resume(make_trainer, saved, strategy=WrappingStrategy())
+    assert fitted.current_epoch == 2
+    assert type(fitted.optimizers[0]).__module__ == __name__  # the wrapper was used
+    fitted.save_checkpoint(tmp_path / "wrapped.ckpt")
+    recorded = torch.load(tmp_path / "wrapped.ckpt", weights_only=False)["optimizer_classes"]
+    assert recorded == ["torch.optim.sgd.SGD"]
 
 
 def test_another_precision_is_refused_unless_accepted(make_trainer, saved, monkeypatch):

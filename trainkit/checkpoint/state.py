@@ -52,7 +52,7 @@ def dump(state: RunState, weights_only: bool = False) -> dict[str, Any]:
         "train_batch_size": getattr(state.train_loader, "batch_size", None),  # per rank
         "precision": strategy.precision,
         "config": state.cli_config,
-        "optimizer_classes": [qualified_name(type(o)) for o in state.optimizers],
+        "optimizer_classes": optimizer_classes(state),
         # requeued attempts in a row that stopped before a step (a requeue bound reads it)
         "stalled_attempts": state.stop.stalled_now(position.global_step, requeue_min_steps()),
     }
@@ -213,8 +213,15 @@ def current_settings(state: RunState) -> RunSettings:
         state.datamodule,
         state.strategy.precision,
         state.strategy.world_size,
-        [qualified_name(type(o)) for o in state.optimizers],
+        optimizer_classes(state),
     )
+
+
+def optimizer_classes(state: RunState) -> list[str]:
+    """The classes of the optimizers the run configured (a strategy's wrapper is not a change
+    of optimizer: a ddp checkpoint resumes under horovod, whose optimizer subclasses it)."""
+    configured = state.optimizer_types or [type(o) for o in state.optimizers]
+    return [qualified_name(kind) for kind in configured]
 
 
 def qualified_name(cls: type) -> str:

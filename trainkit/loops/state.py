@@ -219,6 +219,9 @@ class RunState:
     wrapped: nn.Module | None = None  # what the training step runs through (DDP, FSDP, ...)
     datamodule: Any = None
     optimizers: list[torch.optim.Optimizer] = field(default_factory=list)
+    # the configured optimizers' classes, before a strategy wrapped them (horovod's subclass,
+    # fairscale's OSS): what a checkpoint records and a resume compares
+    optimizer_types: list[type] = field(default_factory=list)
     lr_scheduler_configs: list[Any] = field(default_factory=list)  # optim.SchedulerConfig
     train_loader: Any = None  # the user's loader (any iterable), prepared by the strategy
     val_loaders: list[Any] = field(default_factory=list)  # of fit, or of validate

@@ -227,6 +227,7 @@ def setup_model_and_optimizers(state: RunState) -> None:
         state.optimizers, state.lr_scheduler_configs = parse_optimizers(
             module.configure_optimizers()
         )
+    state.optimizer_types = [type(optimizer) for optimizer in state.optimizers]
     state.wrapped, state.optimizers = strategy.setup_optimizers(
         wrapped, state.optimizers, state.lr_scheduler_configs
     )
