@@ -72,12 +72,12 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each loads 
     from trainkit.trainer import Trainer
 
 __all__ = [
+    "LIGHTNING_LOGO",
     "PREEMPTED_EXIT_CODE",
     "CSVLogger",
     "Callback",
     "DataModule",
     "EarlyStopping",
-    "LIGHTNING_LOGO",
     "LearningRateMonitor",
     "LightningDataModule",
     "LightningModule",
