@@ -56,7 +56,8 @@ def test_param_groups_named_and_logged_at_the_schedulers_interval(tmp_path):
     monitor = LearningRateMonitor(log_momentum=True, log_weight_decay=True)
     trainer, rows = logged(tmp_path, monitor, TwoGroups())
     steps = [int(r["step"]) for r in rows if r.get("lr-Adam/pg1")]
-    assert steps == [0, 2, 4, 6]  # a step scheduler: every log_every_n_steps steps
+    # a step scheduler: before every log_every_n_steps-th step, as Lightning (1, 3, 5, 7)
+    assert steps == [1, 3, 5, 7]
     assert monitor.lrs == {
         "lr-Adam/pg1": [0.1, 0.1, 0.05, 0.05],
         "lr-Adam/bias": [0.1, 0.1, 0.05, 0.05],

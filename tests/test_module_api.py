@@ -61,6 +61,26 @@ def test_sanity_check_runs_validation_before_training(make_trainer):
     assert model.calls[:first_train].count("validation_step") == 1
 
 
+def test_the_sanity_check_leaves_the_first_epochs_shuffle_as_without_it(make_trainer):
+    """As Lightning (its isolate_rng): iterating the validation loader draws a seed from the
+    global generator, which the check must not take from the training shuffle."""
+
+    class FirstBatch(Regression):
+        def on_train_batch_start(self, batch, batch_idx):
+            self.first = batch[0]
+
+    firsts = []
+    for sanity_steps in (0, 2):
+        torch.manual_seed(7)
+        model = FirstBatch()
+        trainer = make_trainer(
+            max_epochs=1, limit_train_batches=1, num_sanity_val_steps=sanity_steps
+        )
+        trainer.fit(model, regression_loader(shuffle=True), regression_loader())
+        firsts.append(model.first)
+    assert torch.equal(firsts[0], firsts[1])
+
+
 class StepLogger(Regression):
     def __init__(self, reduce_fx: str = "mean") -> None:
         super().__init__()

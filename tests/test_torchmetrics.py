@@ -62,3 +62,27 @@ def test_a_metric_updated_but_not_called_cannot_give_a_step_value(make_trainer):
 
     with pytest.raises(ValueError, match="expected metric\\(preds, target\\) in the step"):
         make_trainer(max_epochs=1).fit(UpdatesOnly(), datamodule=Blobs())
+
+
+def test_an_epoch_end_hook_still_reads_the_logged_metric_before_it_is_reset(make_trainer):
+    """lightning-hydra-template's ``val/acc_best``: ``on_validation_epoch_end`` calls
+    ``self.val_acc.compute()`` on the metric it logged; Lightning resets it only afterwards."""
+
+    class TracksBest(MetricClassifier):
+        def __init__(self):
+            super().__init__()
+            self.best = torchmetrics.MaxMetric()
+            self.seen: list[float] = []
+
+        def on_validation_epoch_end(self):
+            self.seen.append(float(self.val_acc.compute()))
+            self.best(self.val_acc.compute())
+            self.log("val_acc_best", self.best.compute())
+
+    torch.manual_seed(0)
+    module = TracksBest()
+    trainer = make_trainer(max_epochs=2, limit_train_batches=5)
+    trainer.fit(module, datamodule=Blobs())
+    assert module.seen[-1] == pytest.approx(float(trainer.callback_metrics["val_acc"]), abs=1e-6)
+    assert float(trainer.callback_metrics["val_acc_best"]) == pytest.approx(max(module.seen))
+    assert module.val_acc.update_count == 0  # reset after the hook

@@ -32,6 +32,8 @@ _LAZY = {
     "barrier": "trainkit.distributed.comm",
     "parse_devices": "trainkit.devices",
     "PREEMPTED_EXIT_CODE": "trainkit.distributed.signals",
+    "cli_lightning_logo": "trainkit.logo",
+    "LIGHTNING_LOGO": "trainkit.logo",
 }
 
 # Lightning's subpackages, reachable as attributes of the package (each imported on first use)
@@ -64,11 +66,13 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each loads 
     from trainkit.loggers.mlflow import MLFlowLogger
     from trainkit.loggers.tensorboard import TensorBoardLogger
     from trainkit.loggers.wandb import WandbLogger
+    from trainkit.logo import LIGHTNING_LOGO, cli_lightning_logo
     from trainkit.module import LightningModule, TrainModule
     from trainkit.seed import seed_everything
     from trainkit.trainer import Trainer
 
 __all__ = [
+    "LIGHTNING_LOGO",
     "PREEMPTED_EXIT_CODE",
     "CSVLogger",
     "Callback",
@@ -87,6 +91,7 @@ __all__ = [
     "WandbLogger",
     "__version__",
     "barrier",
+    "cli_lightning_logo",
     "parse_devices",
     "rank_zero_info",
     "rank_zero_only",

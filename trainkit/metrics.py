@@ -68,6 +68,7 @@ class MetricStore:
         self._batch_size: int | None = None
         self.reducer: Callable[[Tensor, str], Tensor] | None = None
         self.metric_objects: dict[str, Any] = {}  # torchmetrics Metrics logged this epoch
+        self._computed_metrics: list[Any] = []  # computed, reset after the epoch-end hooks
 
     def new_batch(self, batch: object) -> None:
         """Point the store at the batch being processed (its size is read only if needed)."""
@@ -173,8 +174,10 @@ class MetricStore:
             out[meta.step_key(name)] = value
         return out
 
-    def reduce_epoch(self) -> dict[str, Tensor]:
-        """Aggregate every on_epoch value (synced across ranks where asked) and reset."""
+    def reduce_epoch(self, reset_metric_objects: bool = True) -> dict[str, Tensor]:
+        """Aggregate every on_epoch value (synced across ranks where asked) and reset. With
+        ``reset_metric_objects=False`` the logged Metric objects keep their state until
+        ``reset_computed_metrics()``: an epoch-end hook may still read them (``compute()``)."""
         out: dict[str, Tensor] = {}
         for name, entries in self._epoch_values.items():
             if not entries:
@@ -185,9 +188,18 @@ class MetricStore:
         for name, metric in self.metric_objects.items():
             if self.meta[name].on_epoch:
                 out[name] = _scalar(name, metric.compute()).float()
-            metric.reset()
+            if reset_metric_objects:
+                metric.reset()
+            else:
+                self._computed_metrics.append(metric)
         self.metric_objects.clear()
         return out
+
+    def reset_computed_metrics(self) -> None:
+        """Reset the Metric objects a ``reduce_epoch(reset_metric_objects=False)`` computed."""
+        for metric in self._computed_metrics:
+            metric.reset()
+        self._computed_metrics.clear()
 
     def _reduce_entries(self, entries, meta: MetricMeta) -> Tensor:
         values = torch.stack([torch.as_tensor(v, dtype=torch.float64).cpu() for v, _ in entries])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +31,13 @@ def as_lightning(source: str) -> str:
     """The program as it was before the port: Lightning's imports instead of trainkit's."""
     for ours, theirs in LIGHTNING_IMPORTS:
         source = source.replace(ours, theirs)
-    return source
+    # any other module (`from trainkit.callbacks.progress import`) and alias (`as L`)
+    source = re.sub(
+        r"^from trainkit\.([\w.]+) import", r"from lightning.pytorch.\1 import", source, flags=re.M
+    )
+    return re.sub(
+        r"^import trainkit as (\w+)", r"import lightning.pytorch as \1", source, flags=re.M
+    )
 
 
 def run_program(

@@ -62,9 +62,12 @@ class LearningRateMonitor(Callback):
     def on_train_batch_start(
         self, trainer: TrainerView, module: TrainModule, batch: object, batch_idx: int
     ) -> None:
-        if (
-            self.logging_interval != "epoch"
-            and trainer.global_step % trainer.log_every_n_steps == 0
+        # as Lightning: before the batch whose optimizer step is a multiple of
+        # log_every_n_steps (or the last before a stop), at the steps taken so far
+        every = trainer.log_every_n_steps
+        stepped = trainer.run_state.position.batches_stepped
+        if self.logging_interval != "epoch" and (
+            (every and (stepped + 1) % every == 0) or trainer.should_stop
         ):
             self._log(trainer, "step" if self.logging_interval is None else "any")
 
@@ -76,7 +79,7 @@ class LearningRateMonitor(Callback):
         stats = self.learning_rates(trainer, interval)
         if not stats:
             return
-        trainer.log_to_loggers(stats, trainer.global_step)
+        trainer.log_to_loggers(stats, trainer.run_state.position.batches_stepped)
         # as in Lightning, the rates are callback metrics too (a monitor can watch them)
         trainer.run_state.metrics.epoch_metrics.update(
             {name: torch.tensor(float(value)) for name, value in stats.items()}

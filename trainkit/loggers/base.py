@@ -42,6 +42,10 @@ class Logger:
     subclass may define ``name``, ``version`` and ``save_dir`` as read-only properties instead
     (Lightning's custom loggers do)."""
 
+    # capability: its hyperparameters are a file of the user's own (Lightning's hparams.yaml of
+    # CSVLogger), so it is given the module's hyperparameters without the startup table's rows
+    keeps_hparams_file: bool = False
+
     def __init__(
         self,
         save_dir: str = ".",

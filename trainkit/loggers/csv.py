@@ -1,9 +1,10 @@
-"""CSVLogger: ``metrics.csv`` with one row per logged step, columns added as they appear;
-hparams.yaml beside it is written by the stage (trainkit/trainer/stage.py)."""
+"""CSVLogger: ``metrics.csv`` with one row per logged step, columns added as they appear, and
+``hparams.yaml``: the module's hyperparameters and whatever else ``log_hyperparams`` is given."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from trainkit.loggers.base import Logger
 from trainkit.loggers.experiment_writer import ExperimentWriter
@@ -43,6 +44,12 @@ class CSVLogger(Logger):
     @property
     def metrics_file(self) -> Path:
         return Path(self.experiment.metrics_file_path)
+
+    keeps_hparams_file = True
+
+    def log_hyperparams(self, params: dict[str, Any]) -> None:
+        """Add ``params`` to ``hparams.yaml`` (each call's, as Lightning's CSVLogger)."""
+        self.experiment.log_hparams(params)
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         self.experiment.log_metrics(self.prefixed(metrics), step)

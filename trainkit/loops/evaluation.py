@@ -77,7 +77,10 @@ class EvalLoop:
                             hook(output, batch, batch_idx, *extra)
                         if store.step_values and not state.sanity_checking:
                             state.metrics.log_eval_step(store, loader_idx)
-                    reduced = store.reduce_epoch()
+                    # the last loader's Metric objects are reset after on_<stage>_epoch_end,
+                    # as Lightning: that hook may read them (`self.val_acc.compute()`)
+                    last = loader_idx == len(loaders) - 1
+                    reduced = store.reduce_epoch(reset_metric_objects=not last)
                     if len(loaders) > 1:  # unless logged with add_dataloader_idx=False
                         suffix = f"/dataloader_idx_{loader_idx}"
                         named = {
@@ -90,6 +93,7 @@ class EvalLoop:
                 store.default_on_step = False
                 hooks.call(f"on_{stage}_epoch_end")
                 tail = store.reduce_epoch()
+                store.reset_computed_metrics()
                 if results:
                     results[-1].update(tail)
                 if not state.sanity_checking:

@@ -21,7 +21,7 @@ from trainkit.loops.state import RunState
 from trainkit.loops.training_step import batch_end_outputs
 from trainkit.metrics import MetricStore, to_float
 from trainkit.module import TrainModule
-from trainkit.seed import collect_rng_states
+from trainkit.seed import collect_rng_states, restore_rng_states
 
 if TYPE_CHECKING:
     import torch
@@ -98,9 +98,15 @@ class FitLoop:
         steps = state.limits.num_sanity_val_steps
         if state.val_loaders and steps:
             state.running_stage = "sanity_check"
-            hooks.call("on_sanity_check_start")
-            EvalLoop(state, "validation").run(state.val_loaders, 1.0 if steps == -1 else steps)
-            hooks.call("on_sanity_check_end")
+            # as Lightning: the check draws nothing from the global generators (each loader
+            # iterator takes a seed), so the first epoch shuffles as a fit without the check
+            rng_states = collect_rng_states()
+            try:
+                hooks.call("on_sanity_check_start")
+                EvalLoop(state, "validation").run(state.val_loaders, 1.0 if steps == -1 else steps)
+                hooks.call("on_sanity_check_end")
+            finally:
+                restore_rng_states(rng_states)
             state.running_stage = "train"
         self.train()
         if state.stop.preempted is None:  # a preempted fit has not ended: it resumes later

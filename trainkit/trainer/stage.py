@@ -209,10 +209,9 @@ def log_hyperparams(state: RunState, run_summary: RunSummary | None) -> None:
     params = plain_hparams(params)
     if state.loggers and state.log_dir is not None:
         (Path(state.log_dir) / "hparams.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    if run_summary is not None:
-        params.update(run_summary.as_hparams())  # the startup table, in the loggers only
-    for logger in state.loggers:
-        logger.log_hyperparams(params)
+    summary = run_summary.as_hparams() if run_summary is not None else {}
+    for logger in state.loggers:  # the startup table too, where hyperparameters are displayed
+        logger.log_hyperparams(params if logger.keeps_hparams_file else {**params, **summary})
         logger.log_graph(state.module)
 
 
