@@ -52,8 +52,8 @@ class BasePredictionWriter(Callback):
 
     def write_on_batch_end(
         self,
-        trainer: Any,
-        pl_module: Any,
+        trainer: TrainerView,
+        pl_module: TrainModule,
         prediction: Any,
         batch_indices: Sequence[int] | None,
         batch: Any,
@@ -64,7 +64,11 @@ class BasePredictionWriter(Callback):
         raise NotImplementedError(f"{type(self).__name__} defines no write_on_batch_end")
 
     def write_on_epoch_end(
-        self, trainer: Any, pl_module: Any, predictions: Sequence[Any], batch_indices: Sequence[Any]
+        self,
+        trainer: TrainerView,
+        pl_module: TrainModule,
+        predictions: Sequence[Any],
+        batch_indices: Sequence[Any],
     ) -> None:
         """Write every prediction (one list, or a list per loader) and each batch's indices
         (a list per loader of a list per batch)."""
