@@ -123,6 +123,22 @@ def test_trainkits_own_warnings_read_as_one_line_and_others_keep_their_source(ca
     assert "/home/me/model.py:7: UserWarning: a user's warning" in err
 
 
+def test_the_installed_showwarning_takes_file_and_line_by_keyword(monkeypatch):
+    """``warnings.showwarning``'s signature, keywords included: a library calling it with
+    ``file=``/``line=`` reaches the original with them."""
+    import io
+    import warnings
+
+    from trainkit.cli.quiet_warnings import show_each_warning_once
+
+    received = []
+    monkeypatch.setattr(warnings, "showwarning", lambda *args: received.append(args))
+    show_each_warning_once()
+    out = io.StringIO()
+    warnings.showwarning(UserWarning("w"), UserWarning, "/home/me/model.py", 7, file=out, line="x")
+    assert received[0][2:] == ("/home/me/model.py", 7, out, "x")
+
+
 def test_a_librarys_warning_is_shown_by_rank_0_only_and_the_users_by_every_rank(
     capsys, monkeypatch
 ):

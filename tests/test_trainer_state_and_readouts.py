@@ -170,3 +170,32 @@ def test_save_checkpoint_hands_storage_options_to_the_checkpoint_plugin(make_tra
 def test_print_prints_on_global_rank_zero(make_trainer, capsys):
     make_trainer().print("hello", 1, sep="-")
     assert capsys.readouterr().out == "hello-1\n"
+
+
+def test_the_callbacks_trainer_view_lists_every_public_member_of_the_trainer():
+    """``Callback``'s hooks type ``trainer`` with ``TrainerView``: a user's override that leaves it
+    unannotated reaches, for a type checker, exactly the Trainer's public members (and sets
+    those the Trainer lets it set). The member types are compared by pyright (the stage runner
+    takes the Trainer as a ``TrainerView``)."""
+    import inspect
+
+    from trainkit import Trainer
+    from trainkit.callbacks.trainer_view import TrainerView
+
+    trainer = Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
+
+    def public(cls: type, instance: object = None) -> set[str]:
+        names = set(dir(cls)) | set(vars(instance) if instance is not None else ())
+        names |= set(inspect.get_annotations(cls))
+        return {name for name in names if not name.startswith("_")}
+
+    def settable(cls: type) -> set[str]:
+        return {
+            name
+            for name in public(cls)
+            if isinstance(member := inspect.getattr_static(cls, name, None), property)
+            and member.fset
+        }
+
+    assert public(TrainerView) == public(Trainer, trainer)
+    assert settable(TrainerView) == settable(Trainer)

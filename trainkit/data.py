@@ -179,11 +179,10 @@ def set_sampler_epoch(loader: object, epoch: int) -> None:
                 return
 
 
-# loader: Any, as a loader may or may not have a length (len() is tried, TypeError means none)
-def limited_batches(loader: Any, limit: int | float, key: str) -> int | float:
+def limited_batches(loader: object, limit: int | float, key: str) -> int | float:
     """How many batches to run from ``loader`` given ``limit_*_batches`` (inf if unsized)."""
-    try:
-        total = len(loader)
+    try:  # a sized loader may still have no length (a DataLoader of an IterableDataset raises)
+        total: int | float = len(loader) if isinstance(loader, Sized) else math.inf
     except TypeError:
         total = math.inf
     if isinstance(limit, bool) or limit < 0:

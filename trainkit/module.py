@@ -224,7 +224,7 @@ class TrainModule(HooksMixin, HyperparametersMixin, nn.Module):
         for name, value in dictionary.items():
             self.log(name, value, *options, *more)
 
-    def print(self, *args: Any, **kwargs: Any) -> None:
+    def print(self, *args: object, **kwargs: Any) -> None:
         """``print`` on global rank 0 only."""
         if self.global_rank == 0:
             print(*args, **kwargs)

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from trainkit.callbacks.base import Callback
-from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.errors import ConfigError
 from trainkit.utilities.enums import LightningEnum
 
@@ -53,7 +52,7 @@ class BasePredictionWriter(Callback):
     def write_on_batch_end(
         self,
         trainer: Any,
-        pl_module: Any,
+        pl_module: TrainModule,
         prediction: Any,
         batch_indices: Sequence[int] | None,
         batch: Any,
@@ -64,7 +63,11 @@ class BasePredictionWriter(Callback):
         raise NotImplementedError(f"{type(self).__name__} defines no write_on_batch_end")
 
     def write_on_epoch_end(
-        self, trainer: Any, pl_module: Any, predictions: Sequence[Any], batch_indices: Sequence[Any]
+        self,
+        trainer: Any,
+        pl_module: TrainModule,
+        predictions: Sequence[Any],
+        batch_indices: Sequence[Any],
     ) -> None:
         """Write every prediction (one list, or a list per loader) and each batch's indices
         (a list per loader of a list per batch)."""
@@ -72,7 +75,7 @@ class BasePredictionWriter(Callback):
 
     def on_predict_batch_end(
         self,
-        trainer: TrainerView,
+        trainer: Any,
         pl_module: TrainModule,
         outputs: Any,
         batch: Any,
@@ -85,11 +88,11 @@ class BasePredictionWriter(Callback):
                 trainer, pl_module, outputs, indices, batch, batch_idx, dataloader_idx
             )
 
-    def on_predict_epoch_end(self, trainer: TrainerView, pl_module: TrainModule) -> None:
+    def on_predict_epoch_end(self, trainer: Any, pl_module: TrainModule) -> None:
         if self.interval.on_epoch:
             loop = _predict_loop(trainer)
             self.write_on_epoch_end(trainer, pl_module, loop.predictions, loop.epoch_batch_indices)
 
 
-def _predict_loop(trainer: TrainerView) -> Any:
+def _predict_loop(trainer: Any) -> Any:
     return trainer.predict_loop

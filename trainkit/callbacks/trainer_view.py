@@ -1,10 +1,11 @@
-"""The Trainer as trainkit's callbacks see it, a Protocol: their hooks annotate ``trainer``
-with ``TrainerView``. The callbacks never import the Trainer (nothing below ``trainer/`` does);
-the Trainer's Lightning-named read-outs (``trainer/properties.py``) satisfy it.
+"""The Trainer as callbacks see it, a Protocol: ``Callback``'s hooks annotate ``trainer`` with
+``TrainerView``. The callbacks never import the Trainer (nothing below ``trainer/`` does); the
+Trainer satisfies it (the stage runner takes its owner as a ``TrainerView``, so the type checker
+compares the two, and tests/test_trainer_state_and_readouts.py keeps their public members and
+setters the same).
 
-It lists the Trainer's public read-outs, not only those the built-in callbacks use.
-``Callback``'s own hooks take ``trainer: Any``, so a user's callback may annotate it with the
-Trainer class (as a Lightning callback annotates ``pl.Trainer``) or with this Protocol.
+It lists every public member of the Trainer, so a user's hook override that leaves ``trainer``
+unannotated (it then has this type) reaches all of them.
 
 A leaf: the types it names are imported for type checkers only, from modules that never import
 the callbacks.
@@ -15,24 +16,35 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     import torch
 
     from trainkit.datamodule import DataModule
+    from trainkit.devices import DeviceSelection
+    from trainkit.distributed.env import ClusterEnvironment
     from trainkit.loggers.base import Logger
     from trainkit.loops.state import RunState
     from trainkit.module import TrainModule
     from trainkit.optim import SchedulerConfig
     from trainkit.profilers import Profiler
+    from trainkit.scaling import RunSummary
     from trainkit.strategies.base import Strategy
     from trainkit.strategies.precision import Precision
+    from trainkit.trainer.settings import StageSettings
     from trainkit.trainer.states import TrainerState
 
 
 class TrainerView(Protocol):
-    """The Trainer's public members that callbacks use (Lightning's names)."""
+    """The Trainer's public members (Lightning's names), all of them: a hook's ``trainer``."""
 
     fast_dev_run: int
     default_root_dir: str
+    precision: str  # canonical: '32-true', '16-mixed', 'bf16-mixed', ...
+    num_nodes: int
+    barebones: bool
+    cluster: ClusterEnvironment  # who launched this process
+    settings: StageSettings  # the checked arguments a stage reads (the read-outs below)
 
     # ---- written by callbacks -------------------------------------------------------------------
     @property
@@ -51,16 +63,26 @@ class TrainerView(Protocol):
     def global_step(self) -> int: ...
     @property
     def sanity_checking(self) -> bool: ...
+    @sanity_checking.setter
+    def sanity_checking(self, value: bool) -> None: ...
     @property
     def state(self) -> TrainerState: ...  # fn: 'fit', 'validate', 'test' or 'predict'
     @property
     def training(self) -> bool: ...
+    @training.setter
+    def training(self, value: bool) -> None: ...
     @property
     def validating(self) -> bool: ...
+    @validating.setter
+    def validating(self, value: bool) -> None: ...
     @property
     def testing(self) -> bool: ...
+    @testing.setter
+    def testing(self, value: bool) -> None: ...
     @property
     def predicting(self) -> bool: ...
+    @predicting.setter
+    def predicting(self, value: bool) -> None: ...
     @property
     def is_final_epoch(self) -> bool: ...
     @property
@@ -75,6 +97,24 @@ class TrainerView(Protocol):
     def preempted(self) -> str | None: ...
     @property
     def fit_done(self) -> bool: ...
+    @property
+    def evaluating(self) -> bool: ...
+    @property
+    def interrupted(self) -> bool: ...
+    @property
+    def received_sigterm(self) -> bool: ...
+    @property
+    def stalled_attempts(self) -> int: ...
+    @property
+    def enable_validation(self) -> bool: ...
+    @property
+    def num_val_batches(self) -> list[int | float]: ...
+    @property
+    def num_sanity_val_batches(self) -> list[int | float]: ...
+    @property
+    def num_test_batches(self) -> list[int | float]: ...
+    @property
+    def num_predict_batches(self) -> list[int | float]: ...
 
     # ---- loop limits (frozen for the run) -------------------------------------------------------
     @property
@@ -105,6 +145,40 @@ class TrainerView(Protocol):
     def gradient_clip_algorithm(self) -> str: ...
     @property
     def log_every_n_steps(self) -> int: ...
+    @property
+    def overfit_batches(self) -> int | float: ...
+    @property
+    def reload_dataloaders_every_n_epochs(self) -> int: ...
+
+    # ---- settings a stage reads (checked once) -------------------------------------------------
+    @property
+    def selection(self) -> DeviceSelection: ...
+    @property
+    def lr_scaling(self) -> str: ...
+    @property
+    def reference_batch_size(self) -> int | None: ...
+    @property
+    def batch_size_mode(self) -> str: ...
+    @property
+    def effective_batch_size(self) -> int | None: ...
+    @property
+    def use_distributed_sampler(self) -> bool: ...
+    @property
+    def checkpoint_weights_only(self) -> bool: ...
+    @property
+    def detect_anomaly(self) -> bool: ...
+    @property
+    def dry_run(self) -> bool: ...
+    @property
+    def max_restarts(self) -> int: ...
+    @property
+    def ckpt_path(self) -> str | None: ...
+    @ckpt_path.setter
+    def ckpt_path(self, path: str | None) -> None: ...
+    @property
+    def cli_config(self) -> str | None: ...
+    @cli_config.setter
+    def cli_config(self, text: str | None) -> None: ...
 
     # ---- what runs, where -----------------------------------------------------------------------
     @property
@@ -130,7 +204,17 @@ class TrainerView(Protocol):
     @property
     def is_global_zero(self) -> bool: ...
     @property
+    def num_devices(self) -> int: ...
+    @property
+    def device_ids(self) -> list[int]: ...
+    @property
+    def distributed_sampler_kwargs(self) -> dict[str, int] | None: ...
+    @property
+    def scaler(self) -> torch.amp.GradScaler | None: ...
+    @property
     def optimizers(self) -> list[torch.optim.Optimizer]: ...
+    @optimizers.setter
+    def optimizers(self, optimizers: list[torch.optim.Optimizer]) -> None: ...
     @property
     def lr_scheduler_configs(self) -> list[SchedulerConfig]: ...
     @property
@@ -144,9 +228,22 @@ class TrainerView(Protocol):
     @property
     def val_dataloaders(self) -> Any: ...
     @property
-    def callbacks(self) -> list[Any]: ...  # Callbacks: naming the class here would be a circle
+    def test_dataloaders(self) -> Any: ...
     @property
-    def checkpoint_callback(self) -> Any: ...  # the first ModelCheckpoint (None: none), likewise
+    def predict_dataloaders(self) -> Any: ...
+    # the callbacks import this module: naming their classes here would be a circle
+    @property
+    def callbacks(self) -> list[Any]: ...  # Callbacks
+    @property
+    def checkpoint_callback(self) -> Any: ...  # the first ModelCheckpoint (None: none)
+    @property
+    def checkpoint_callbacks(self) -> list[Any]: ...  # every ModelCheckpoint
+    @property
+    def early_stopping_callback(self) -> Any: ...  # the first EarlyStopping (None: none)
+    @property
+    def early_stopping_callbacks(self) -> list[Any]: ...
+    @property
+    def progress_bar_callback(self) -> Any: ...  # the ProgressBar (None: none)
 
     # ---- metrics, loggers, files ----------------------------------------------------------------
     @property
@@ -155,12 +252,62 @@ class TrainerView(Protocol):
     def progress_bar_metrics(self) -> dict[str, Any]: ...
     @property
     def loggers(self) -> list[Logger]: ...
+    @loggers.setter
+    def loggers(self, loggers: list[Logger] | None) -> None: ...
     @property
     def logger(self) -> Logger | None: ...  # the first logger
+    @logger.setter
+    def logger(self, logger: Logger | None) -> None: ...
+    @property
+    def logged_metrics(self) -> dict[str, float]: ...
     @property
     def log_dir(self) -> str: ...
+    @property
+    def run_summary(self) -> RunSummary | None: ...  # the startup table's numbers
     def log_to_loggers(self, metrics: dict[str, float], step: int) -> None: ...
-    def save_checkpoint(self, filepath: str, weights_only: bool = False) -> None: ...
+    def save_checkpoint(
+        self, filepath: str, weights_only: bool | None = None, storage_options: object = None
+    ) -> None: ...
+    def print(self, *args: object, **kwargs: Any) -> None: ...  # print's sep/end/file/flush
+
+    # ---- stages ---------------------------------------------------------------------------------
+    def fit(
+        self,
+        model: TrainModule,
+        train_dataloaders: object = None,
+        val_dataloaders: object = None,
+        datamodule: DataModule | None = None,
+        ckpt_path: str | None = None,
+        weights_only: bool | None = None,
+    ) -> None: ...
+    def validate(
+        self,
+        model: TrainModule | None = None,
+        dataloaders: object = None,
+        ckpt_path: str | None = None,
+        verbose: bool = True,
+        datamodule: DataModule | None = None,
+        weights_only: bool | None = None,
+    ) -> list[dict[str, float]]: ...
+    def test(
+        self,
+        model: TrainModule | None = None,
+        dataloaders: object = None,
+        ckpt_path: str | None = None,
+        verbose: bool = True,
+        datamodule: DataModule | None = None,
+        weights_only: bool | None = None,
+    ) -> list[dict[str, float]]: ...
+    def predict(
+        self,
+        model: TrainModule | None = None,
+        dataloaders: object = None,
+        datamodule: DataModule | None = None,
+        return_predictions: bool | None = None,
+        ckpt_path: str | None = None,
+        weights_only: bool | None = None,
+    ) -> list[Any] | None: ...
+    def init_module(self, empty_init: bool | None = None) -> AbstractContextManager[Any]: ...
 
     # ---- the run state (what LearningRateMonitor and ModelCheckpoint's file helpers reach) -------
     @property

@@ -9,7 +9,7 @@ import sys
 import sysconfig
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TextIO
 
 from trainkit.distributed.error_file import launcher_rank
 
@@ -38,7 +38,12 @@ def show_each_warning_once() -> None:
     seen: set[tuple[type, str]] = set()
 
     def show(
-        message: Warning | str, category: type[Warning], filename: str, lineno: int, *rest: Any
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
     ) -> None:
         key = (category, str(message))
         if key in seen or shown_by_rank_zero_only(filename):
@@ -47,6 +52,6 @@ def show_each_warning_once() -> None:
         if Path(filename).resolve().is_relative_to(PACKAGE):
             print(f"trainkit: warning: {message}", file=sys.stderr, flush=True)
         else:
-            original(message, category, filename, lineno, *rest)
+            original(message, category, filename, lineno, file, line)
 
     warnings.showwarning = show

@@ -11,6 +11,7 @@ from lightning_utilities.core.rank_zero import rank_zero_only
 
 if TYPE_CHECKING:
     import torch
+    from torch.distributed import ProcessGroup
 
 __all__ = [
     "RANK_VARIABLES",
@@ -94,7 +95,9 @@ def all_reduce(tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
     return tensor
 
 
-def group_gather(group: Any, sync_grads: bool) -> Callable[[torch.Tensor], torch.Tensor]:
+def group_gather(
+    group: ProcessGroup | None, sync_grads: bool
+) -> Callable[[torch.Tensor], torch.Tensor]:
     """All-gather a tensor over ``group`` (None: every rank), stacked along a new first
     dimension; ``sync_grads``: the gather is differentiable."""
     import torch

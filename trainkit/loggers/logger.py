@@ -16,6 +16,7 @@ from trainkit.loggers.base import Logger
 __all__ = ["DummyExperiment", "DummyLogger", "Logger", "merge_dicts", "rank_zero_experiment"]
 
 T = TypeVar("T")
+L = TypeVar("L")  # the logger class whose getter is decorated
 
 
 class DummyExperiment:
@@ -34,12 +35,12 @@ class DummyExperiment:
         """Ignore the assignment."""
 
 
-def rank_zero_experiment(fn: Callable[[Any], T]) -> Callable[[Any], T | DummyExperiment]:
+def rank_zero_experiment(fn: Callable[[L], T]) -> Callable[[L], T | DummyExperiment]:
     """Decorate a logger's ``experiment`` getter: the real experiment on global rank 0, a
     ``DummyExperiment`` elsewhere (so only rank 0 creates a run)."""
 
     @functools.wraps(fn)
-    def experiment(self: Any) -> T | DummyExperiment:
+    def experiment(self: L) -> T | DummyExperiment:
         if rank_zero_only.rank > 0:  # pyright: ignore[reportFunctionMemberAccess]
             return DummyExperiment()
         return fn(self)

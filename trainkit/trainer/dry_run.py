@@ -22,7 +22,9 @@ from trainkit.metrics import closest_key_hint
 from trainkit.strategies.shards import local_part
 
 if TYPE_CHECKING:
+    from trainkit.callbacks.trainer_view import TrainerView
     from trainkit.loops.state import LoopLimits, RunState
+    from trainkit.module import TrainModule
     from trainkit.scaling import RunSummary
 
 
@@ -47,29 +49,34 @@ class DryRunProbe(Callback):
         self.val_batch_s: float | None = None
         self._started = 0.0
 
-    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_fit_start(self, trainer: TrainerView, pl_module: TrainModule) -> None:
         if torch.cuda.is_available() and pl_module.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(pl_module.device)
 
     def on_train_batch_start(
-        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerView, pl_module: TrainModule, batch: Any, batch_idx: int
     ) -> None:
         self._started = time.perf_counter()
 
     def on_train_batch_end(
-        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerView, pl_module: TrainModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self.train_step_s = time.perf_counter() - self._started
 
     def on_validation_batch_start(
-        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+        self,
+        trainer: TrainerView,
+        pl_module: TrainModule,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
     ) -> None:
         self._started = time.perf_counter()
 
     def on_validation_batch_end(
         self,
-        trainer: Any,
-        pl_module: Any,
+        trainer: TrainerView,
+        pl_module: TrainModule,
         outputs: Any,
         batch: Any,
         batch_idx: int,

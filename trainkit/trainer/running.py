@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -40,16 +40,20 @@ from trainkit.trainer.stage import (
 from trainkit.trainer.summary import describe_run, print_closing, print_summary, resumed
 from trainkit.tuner.search import TunerExit
 
+if TYPE_CHECKING:
+    from trainkit.callbacks.trainer_view import TrainerView
+
 FIRST_LOOP = {"fit": "train", "validate": "validate", "test": "test", "predict": "predict"}
 
 
 class StageRunner:
     """Runs fit/validate/test/predict in this process, from the run state it is given.
 
-    ``owner`` is the object the module and data module get as their ``trainer`` (the public
-    Trainer); the runner only hands it over and never reads it."""
+    ``owner`` is the object the module, the data module and the callbacks get as their
+    ``trainer`` (the public Trainer, typed as the callbacks' ``TrainerView``, which it
+    satisfies); the runner only hands it over and never reads it."""
 
-    def __init__(self, state: RunState, owner: object, settings: StageSettings) -> None:
+    def __init__(self, state: RunState, owner: TrainerView, settings: StageSettings) -> None:
         self.state = state
         self.owner = owner
         self.settings = settings

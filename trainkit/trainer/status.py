@@ -25,27 +25,73 @@ def state(self: OwnsRunState) -> TrainerState:
     return TrainerState(self.run_state)
 
 
-def _stage_flag(stage: RunningStage) -> property:
-    """Lightning's flag for ``stage``: True while it runs; setting it True enters it, setting it
-    False leaves it (only if it is the one running)."""
-
-    def read(self: OwnsRunState) -> bool:
-        return self.run_state.running_stage == stage.value
-
-    def write(self: OwnsRunState, value: bool) -> None:
-        if value:
-            self.run_state.running_stage = stage.value
-        elif self.run_state.running_stage == stage.value:
-            self.run_state.running_stage = None
-
-    return property(read, write, doc=f"Whether the {stage.value} loop is running (settable).")
+def _is_running(owner: OwnsRunState, stage: RunningStage) -> bool:
+    return owner.run_state.running_stage == stage.value
 
 
-training = _stage_flag(RunningStage.TRAINING)
-validating = _stage_flag(RunningStage.VALIDATING)
-testing = _stage_flag(RunningStage.TESTING)
-predicting = _stage_flag(RunningStage.PREDICTING)
-sanity_checking = _stage_flag(RunningStage.SANITY_CHECKING)
+def _set_running(owner: OwnsRunState, stage: RunningStage, value: bool) -> None:
+    """Lightning's stage flags: setting one True enters its stage, setting it False leaves it
+    (only if it is the one running)."""
+    if value:
+        owner.run_state.running_stage = stage.value
+    elif owner.run_state.running_stage == stage.value:
+        owner.run_state.running_stage = None
+
+
+# each flag a property of its own (not built by a factory), so a type checker sees a settable bool
+@property
+def training(self: OwnsRunState) -> bool:
+    """Whether the train loop is running (settable)."""
+    return _is_running(self, RunningStage.TRAINING)
+
+
+@training.setter
+def training(self: OwnsRunState, value: bool) -> None:
+    _set_running(self, RunningStage.TRAINING, value)
+
+
+@property
+def validating(self: OwnsRunState) -> bool:
+    """Whether the validate loop is running (settable)."""
+    return _is_running(self, RunningStage.VALIDATING)
+
+
+@validating.setter
+def validating(self: OwnsRunState, value: bool) -> None:
+    _set_running(self, RunningStage.VALIDATING, value)
+
+
+@property
+def testing(self: OwnsRunState) -> bool:
+    """Whether the test loop is running (settable)."""
+    return _is_running(self, RunningStage.TESTING)
+
+
+@testing.setter
+def testing(self: OwnsRunState, value: bool) -> None:
+    _set_running(self, RunningStage.TESTING, value)
+
+
+@property
+def predicting(self: OwnsRunState) -> bool:
+    """Whether the predict loop is running (settable)."""
+    return _is_running(self, RunningStage.PREDICTING)
+
+
+@predicting.setter
+def predicting(self: OwnsRunState, value: bool) -> None:
+    _set_running(self, RunningStage.PREDICTING, value)
+
+
+@property
+def sanity_checking(self: OwnsRunState) -> bool:
+    """Whether the sanity_check loop is running (settable)."""
+    return _is_running(self, RunningStage.SANITY_CHECKING)
+
+
+@sanity_checking.setter
+def sanity_checking(self: OwnsRunState, value: bool) -> None:
+    _set_running(self, RunningStage.SANITY_CHECKING, value)
 
 
 @property

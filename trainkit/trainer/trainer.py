@@ -303,7 +303,7 @@ class Trainer:
         without optimizer, scheduler and callback state (it cannot resume a fit)."""
         self._runner.save_checkpoint(filepath, bool(weights_only), storage_options)
 
-    def print(self, *args: Any, **kwargs: Any) -> None:
+    def print(self, *args: object, **kwargs: Any) -> None:
         """``print`` on global rank 0 only."""
         if self.is_global_zero:
             print(*args, **kwargs)

@@ -21,39 +21,8 @@ METHODS = ("fit", "validate", "test", "predict")
 
 
 class TunableTrainer(TrainerView, Protocol):
-    """The Trainer as the Tuner drives it: its read-outs and its stage methods."""
-
-    def fit(
-        self,
-        model: TrainModule,
-        train_dataloaders: object = None,
-        val_dataloaders: object = None,
-        datamodule: DataModule | None = None,
-        ckpt_path: str | None = None,
-    ) -> None: ...
-    def validate(
-        self,
-        model: TrainModule | None = None,
-        dataloaders: object = None,
-        ckpt_path: str | None = None,
-        datamodule: DataModule | None = None,
-        verbose: bool = True,
-    ) -> list[dict[str, float]]: ...
-    def test(
-        self,
-        model: TrainModule | None = None,
-        dataloaders: object = None,
-        ckpt_path: str | None = None,
-        datamodule: DataModule | None = None,
-        verbose: bool = True,
-    ) -> list[dict[str, float]]: ...
-    def predict(
-        self,
-        model: TrainModule | None = None,
-        dataloaders: object = None,
-        datamodule: DataModule | None = None,
-        ckpt_path: str | None = None,
-    ) -> object: ...
+    """The Trainer as the Tuner drives it: its read-outs and its stage methods (``fit``,
+    ``validate``, ``test``, ``predict``), all of them members of ``TrainerView``."""
 
 
 class Tuner:
