@@ -70,3 +70,15 @@ def write_result(trainer, **extra) -> None:
     metrics = {name: float(value) for name, value in trainer.callback_metrics.items()}
     with open(os.environ["TRAINKIT_COMPAT_RESULT"], "w") as file:
         json.dump({"metrics": metrics, **extra}, file)
+
+
+def same_values(ours: dict, theirs: dict, tolerance: float = 1e-6) -> None:
+    """Assert the two frameworks' results equal: the same keys, floats within ``tolerance``."""
+    assert set(ours) == set(theirs)
+    for name, value in theirs.items():
+        if isinstance(value, float):
+            assert abs(ours[name] - value) <= tolerance, (name, ours[name], value)
+        elif isinstance(value, dict):
+            same_values(ours[name], value, tolerance)
+        else:
+            assert ours[name] == value, name

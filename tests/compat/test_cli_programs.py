@@ -15,7 +15,7 @@ import shutil
 import pytest
 import yaml
 
-from tests.compat.ported import PROGRAMS, run_program
+from tests.compat.ported import PROGRAMS, run_program, same_values
 
 lightning_installed = pytest.mark.skipif(
     __import__("importlib").util.find_spec("lightning") is None,
@@ -141,17 +141,6 @@ def test_run_subcommand_runs_a_subcommand_not_given_on_the_command_line(tmp_path
     )
     assert cli.trainer.state.fn == "test"
     assert "test_loss" in cli.trainer.callback_metrics
-
-
-def same_values(ours: dict, theirs: dict, tolerance: float = 1e-6) -> None:
-    assert set(ours) == set(theirs)
-    for name, value in theirs.items():
-        if isinstance(value, float):
-            assert ours[name] == pytest.approx(value, abs=tolerance), name
-        elif isinstance(value, dict):
-            same_values(ours[name], value, tolerance)
-        else:
-            assert ours[name] == value, name
 
 
 @lightning_installed

@@ -17,7 +17,7 @@ import shutil
 import pytest
 import yaml
 
-from tests.compat.ported import run_program
+from tests.compat.ported import run_program, same_values
 
 # each program's trainkit run serves two tests: they share one pytest-xdist worker
 pytestmark = pytest.mark.xdist_group("compat_public_programs")
@@ -136,17 +136,6 @@ def test_cifar10_baseline_then_stochastic_weight_averaging_in_a_second_trainer(o
     for name in ("resnet", "swa_resnet"):
         run = folder / "lightning_logs" / name / "version_0"
         assert list(run.glob("events.out.tfevents.*")) and list(run.glob("checkpoints/*.ckpt"))
-
-
-def same_values(ours: dict, theirs: dict, tolerance: float = 1e-6) -> None:
-    assert set(ours) == set(theirs)
-    for name, value in theirs.items():
-        if isinstance(value, float):
-            assert ours[name] == pytest.approx(value, abs=tolerance), name
-        elif isinstance(value, dict):
-            same_values(ours[name], value, tolerance)
-        else:
-            assert ours[name] == value, name
 
 
 # what the frameworks name differently on purpose (docs/compat.md): log folders, Lightning's
