@@ -3,7 +3,7 @@
     python scripts/bench_overhead.py [--steps 800] [--repeats 7]
 
 A tiny MLP (32->64->1, batch 32, SGD, one thread) is trained by (a) a raw loop, (b) trainkit with
-logger/progress bar/checkpointing off, (c) trainkit with one self.log per step and the default
+logger/progress bar/checkpointing off, (c) trainkit with one self.log per step and TensorBoard + CSV
 loggers + progress bar on, (d) Lightning when importable. Runs are interleaved; medians reported.
 "loop" times only the batches (train start to train end); "fit" includes setup.
 
@@ -30,7 +30,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
 
-from trainkit import Callback, Trainer, TrainModule
+from trainkit import Callback, CSVLogger, TensorBoardLogger, Trainer, TrainModule
 
 
 def make_loader(steps: int) -> DataLoader:
@@ -98,7 +98,7 @@ def trainkit_run(
             max_epochs=1,
             num_sanity_val_steps=0,
             default_root_dir=root,
-            logger=logged,
+            logger=[TensorBoardLogger(), CSVLogger()] if logged else False,
             enable_progress_bar=logged,
             enable_checkpointing=False,
             callbacks=[timer],

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.models import Regression, regression_loader
-from trainkit import Callback, Trainer
+from trainkit import Callback, CSVLogger, Trainer
 
 
 class CountsBatches(Callback):
@@ -50,6 +50,7 @@ def test_logger_rows_equal_the_values_the_module_computed(tmp_path):
         log_every_n_steps=1,
         enable_progress_bar=False,
         enable_checkpointing=False,
+        logger=CSVLogger(),
     )
     trainer.fit(Recording(), regression_loader())
     rows = list(csv.DictReader((Path(trainer.log_dir) / "metrics.csv").open()))

@@ -13,7 +13,7 @@ import yaml
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from trainkit import CSVLogger, Trainer, TrainModule
+from trainkit import CSVLogger, TensorBoardLogger, Trainer, TrainModule
 from trainkit.loggers.logger import (
     DummyExperiment,
     DummyLogger,
@@ -63,10 +63,10 @@ def rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def test_every_default_logger_has_an_experiment(tmp_path):
-    model = fit(tmp_path, True)
-    kinds = {type(experiment).__name__ for experiment in model.experiments}
-    assert kinds == {"SummaryWriter", "ExperimentWriter"}
+def test_every_folder_logger_has_an_experiment(tmp_path):
+    model = fit(tmp_path, [TensorBoardLogger(), CSVLogger()])
+    kinds = [type(experiment).__name__ for experiment in model.experiments]
+    assert kinds == ["SummaryWriter", "ExperimentWriter"]
 
 
 def test_the_csv_experiment_writes_metrics_and_hyperparameters(tmp_path):

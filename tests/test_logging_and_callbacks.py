@@ -10,7 +10,14 @@ import torch
 import yaml
 
 from tests.helpers.models import Regression, regression_loader
-from trainkit import EarlyStopping, LearningRateMonitor, ModelCheckpoint, Trainer
+from trainkit import (
+    CSVLogger,
+    EarlyStopping,
+    LearningRateMonitor,
+    ModelCheckpoint,
+    TensorBoardLogger,
+    Trainer,
+)
 
 
 def logged_trainer(tmp_path, **kwargs):
@@ -28,7 +35,7 @@ def logged_trainer(tmp_path, **kwargs):
 def test_tensorboard_and_csv_logs_share_one_version_folder(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    trainer = logged_trainer(tmp_path, max_epochs=2)
+    trainer = logged_trainer(tmp_path, max_epochs=2, logger=[TensorBoardLogger(), CSVLogger()])
     trainer.fit(Regression(lr=0.07), regression_loader(), regression_loader())
     log_dir = Path(trainer.log_dir)
     assert log_dir == tmp_path / "trainkit_logs" / "version_0"
@@ -39,9 +46,29 @@ def test_tensorboard_and_csv_logs_share_one_version_folder(tmp_path):
     rows = list(csv.DictReader((log_dir / "metrics.csv").open()))
     assert {"step", "train_loss", "val_loss", "epoch"} <= set(rows[0])
     assert yaml.safe_load((log_dir / "hparams.yaml").read_text()) == {"lr": 0.07, "features": 4}
-    second = logged_trainer(tmp_path, max_epochs=1)
+    second = logged_trainer(tmp_path, max_epochs=1, logger=[TensorBoardLogger(), CSVLogger()])
     second.fit(Regression(), regression_loader())
     assert Path(second.log_dir).name == "version_1"
+
+
+def test_the_default_logger_is_tensorboard_alone_as_in_lightning(tmp_path):
+    trainer = logged_trainer(tmp_path, max_epochs=1)
+    trainer.fit(Regression(), regression_loader())
+    assert [type(logger).__name__ for logger in trainer.loggers] == ["TensorBoardLogger"]
+    assert trainer.log_dir == str(tmp_path / "trainkit_logs" / "version_0")
+    assert list(Path(trainer.log_dir).glob("events.out.tfevents.*"))
+    assert not list(tmp_path.rglob("metrics.csv"))
+
+
+def test_a_folder_logger_without_save_dir_logs_under_default_root_dir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    given = CSVLogger(tmp_path / "elsewhere")
+    trainer = logged_trainer(tmp_path / "root", max_epochs=1, logger=[CSVLogger(), given])
+    trainer.fit(Regression(), regression_loader())
+    assert trainer.loggers[0].save_dir == str(tmp_path / "root")
+    assert given.save_dir == str(tmp_path / "elsewhere")
+    assert (tmp_path / "root" / "trainkit_logs" / "version_0" / "metrics.csv").is_file()
+    assert (tmp_path / "elsewhere" / "trainkit_logs" / "version_0" / "metrics.csv").is_file()
 
 
 def test_model_checkpoint_keeps_top_k_by_monitor_and_last(tmp_path):
@@ -104,7 +131,9 @@ def test_learning_rate_monitor_logs_each_epoch(tmp_path):
             opt = torch.optim.SGD(self.parameters(), lr=0.1)
             return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.StepLR(opt, 1, 0.5)}
 
-    trainer = logged_trainer(tmp_path, max_epochs=3, callbacks=[LearningRateMonitor()])
+    trainer = logged_trainer(
+        tmp_path, max_epochs=3, callbacks=[LearningRateMonitor()], logger=CSVLogger()
+    )
     trainer.fit(Scheduled(), regression_loader())
     rows = list(csv.DictReader((Path(trainer.log_dir) / "metrics.csv").open()))
     assert [float(r["lr-SGD"]) for r in rows if r.get("lr-SGD")] == [0.1, 0.05, 0.025]

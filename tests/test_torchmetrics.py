@@ -12,7 +12,7 @@ import torch
 import torchmetrics
 
 from tests.helpers.metric_models import Blobs, MetricClassifier, blobs, full_dataset_scores
-from trainkit import TrainModule
+from trainkit import CSVLogger, TrainModule
 
 
 def test_epoch_values_equal_the_metric_over_the_whole_validation_set(make_trainer):
@@ -33,7 +33,11 @@ def test_step_values_are_each_batch_and_the_epoch_value_covers_the_epoch(tmp_pat
     torch.manual_seed(0)
     module = MetricClassifier()
     trainer = make_trainer(
-        max_epochs=1, limit_train_batches=6, logger=True, log_every_n_steps=1, limit_val_batches=0
+        max_epochs=1,
+        limit_train_batches=6,
+        logger=CSVLogger(),
+        log_every_n_steps=1,
+        limit_val_batches=0,
     )
     trainer.fit(module, datamodule=Blobs())
     rows = list(csv.DictReader((Path(trainer.log_dir) / "metrics.csv").open()))

@@ -30,6 +30,7 @@ def write_config(
             "devices": devices,
             "max_epochs": 3,
             "enable_progress_bar": False,
+            "logger": ["CSVLogger"],  # metrics.csv: what logged_at_epoch reads
             "callbacks": [
                 {
                     "class_path": "trainkit.callbacks.ModelCheckpoint",

@@ -45,6 +45,8 @@ class Logger:
     # capability: its hyperparameters are a file of the user's own (Lightning's hparams.yaml of
     # CSVLogger), so it is given the module's hyperparameters without the startup table's rows
     keeps_hparams_file: bool = False
+    # capability: a folder logger given no save_dir: the Trainer sets its default_root_dir
+    follows_root_dir: bool = False
 
     def __init__(
         self,

@@ -15,7 +15,7 @@ class CSVLogger(Logger):
 
     def __init__(
         self,
-        save_dir: str = ".",
+        save_dir: str | None = None,
         name: str | None = "trainkit_logs",
         version: int | str | None = None,
         prefix: str = "",
@@ -23,13 +23,14 @@ class CSVLogger(Logger):
     ) -> None:
         """
         Args:
-            save_dir: Folder the runs go under.
+            save_dir: Folder the runs go under (default: the Trainer's default_root_dir).
             name: Experiment folder inside save_dir (None or '': runs directly in save_dir).
             version: Run folder: an int for version_N, a string as is (default: the next N).
             prefix: Put before every metric name (``prefix-name``).
             flush_logs_every_n_steps: Write metrics.csv at least this often (and at epoch ends).
         """
-        super().__init__(save_dir, name, version, prefix)
+        super().__init__("." if save_dir is None else save_dir, name, version, prefix)
+        self.follows_root_dir = save_dir is None
         self.flush_logs_every_n_steps = flush_logs_every_n_steps
         self._experiment: ExperimentWriter | None = None
 

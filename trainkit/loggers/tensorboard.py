@@ -19,7 +19,7 @@ class TensorBoardLogger(Logger):
 
     def __init__(
         self,
-        save_dir: str = ".",
+        save_dir: str | None = None,
         name: str | None = "trainkit_logs",
         version: int | str | None = None,
         log_graph: bool = False,
@@ -30,7 +30,7 @@ class TensorBoardLogger(Logger):
     ) -> None:
         """
         Args:
-            save_dir: Folder the runs go under.
+            save_dir: Folder the runs go under (default: the Trainer's default_root_dir).
             name: Experiment folder inside save_dir (None or '': runs directly in save_dir).
             version: Run folder: an int for version_N, a string as is (default: the next N).
             log_graph: Add the model's graph (needs ``example_input_array`` on the module).
@@ -39,7 +39,8 @@ class TensorBoardLogger(Logger):
             sub_dir: A folder inside the run folder for this logger's events.
             kwargs: Passed to ``torch.utils.tensorboard.SummaryWriter``.
         """
-        super().__init__(save_dir, name, version, prefix, sub_dir)
+        super().__init__("." if save_dir is None else save_dir, name, version, prefix, sub_dir)
+        self.follows_root_dir = save_dir is None
         self.log_graph_enabled = log_graph
         self.default_hp_metric = default_hp_metric
         self.writer_kwargs = kwargs

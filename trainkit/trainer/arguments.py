@@ -145,11 +145,10 @@ def _as_list(items: object, exclude: tuple[type, ...]) -> list[Any]:
 
 
 def build_loggers(logger: object, root: str) -> list[Logger]:
-    """The run's loggers: True (TensorBoard + CSV), False/None, or Logger instances (checked)."""
+    """The run's loggers: True (TensorBoard, as Lightning; CSV without tensorboard), False/None,
+    or Logger instances (checked); one given no save_dir logs under ``root``."""
     if logger is True:
-        from trainkit.loggers import CSVLogger, TensorBoardLogger
-
-        return [TensorBoardLogger(root), CSVLogger(root)]
+        return [default_logger(root)]
     if logger in (False, None):
         return []
     loggers = _as_list(logger, (Logger,))
@@ -161,7 +160,25 @@ def build_loggers(logger: object, root: str) -> list[Logger]:
                 "true, false, a Logger or a list of Loggers",
                 "give logger instances (class_path: TensorBoardLogger in YAML)",
             )
+        if item.follows_root_dir:
+            item.save_dir = root
     return loggers
+
+
+def default_logger(root: str) -> Logger:
+    """``logger=True``'s one logger, Lightning's: TensorBoard, or CSV (said once) without it."""
+    import importlib.util
+
+    from trainkit.loggers import CSVLogger, TensorBoardLogger
+
+    if importlib.util.find_spec("tensorboard") is not None:
+        return TensorBoardLogger(root)
+    from lightning_utilities.core.rank_zero import rank_zero_warn
+
+    rank_zero_warn(
+        "logger=True logs to CSV: tensorboard is not installed (pip install tensorboard)"
+    )
+    return CSVLogger(root)
 
 
 def build_callbacks(

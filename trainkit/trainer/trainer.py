@@ -131,7 +131,7 @@ class Trainer:
             gradient_clip_algorithm: 'norm' (total 2-norm) or 'value' (element-wise).
             log_every_n_steps: How often step metrics are written to the loggers.
             default_root_dir: Where logs and checkpoints go (default: the current directory).
-            logger: True (TensorBoard + CSV), False, or logger instances.
+            logger: True (TensorBoard; CSV without tensorboard), False, or logger instances.
             callbacks: Callback instances added to the defaults.
             enable_progress_bar: Show progress (rich bars on a terminal, a line per epoch otherwise).
             enable_checkpointing: Save last.ckpt and the best checkpoint each epoch.
