@@ -196,3 +196,17 @@ def test_gloo_keeps_its_own_choice_where_it_works(monkeypatch):
     assert gloo_interface("127.0.0.1", {}) == ""  # rank 0 on this machine's loopback
     monkeypatch.setattr(socket, "gethostname", lambda: address)
     assert gloo_interface(address, {}) == ""  # the host name resolves to a routable address
+
+
+def test_a_rank_behind_only_inside_an_all_reduce_waits_for_the_silent_node():
+    """Node 1 cut off mid all-reduce: rank 0 had its result and went on to the next batch's
+    step, rank 1 still waits for node 1's part: the silent node is the cause, not rank 1."""
+    answers = [NodeAnswer(1, "node 1 (10.0.0.2)", None, "timed out")]
+    own = [
+        RankPosition(0, TRAINING_STEP, epoch=0, batch=3, seconds=6.2),
+        RankPosition(1, BACKWARD, epoch=0, batch=2, seconds=6.2),
+    ]
+    (line,) = timed_out(own, answers)
+    assert line.startswith("a collective timed out with every rank of this node waiting (rank 0")
+    assert line.endswith("node 1 (10.0.0.2) does not answer (timed out): the machine, or the "
+                         "network to it, is down")  # fmt: skip

@@ -87,3 +87,14 @@ def test_on_several_nodes_a_node_whose_ranks_all_wait_points_to_another_node():
     assert explain(alone, True, other_nodes=True).endswith(
         "late: rank 3 in training_step (epoch 0, batch 2, for 4.0 s); waiting: none"
     )
+
+
+def test_on_several_nodes_a_rank_behind_inside_a_collective_waits_for_another_node():
+    # node 1 cut off mid all-reduce: rank 0 got its result and went on to the next batch (DDP's
+    # bucket broadcast in forward), rank 1 still waits for node 1's part of the same all-reduce
+    cut = [at(0, rank_board.TRAINING_STEP, batch=3), at(1, rank_board.BACKWARD, batch=2)]
+    assert late_ranks(cut, other_nodes=True) == ([], cut)
+    assert explain(cut, True, other_nodes=True).endswith(
+        "the late rank is on another node (its node's launcher names it)"
+    )
+    assert late_ranks(cut)[0] == [cut[1]]  # one node: nobody else to wait for, so it is late

@@ -119,9 +119,14 @@ def late_ranks(
 ) -> tuple[list[RankPosition], list[RankPosition]]:
     """(late, waiting): the ranks behind the furthest one (the furthest cannot go on without
     them); if all are at the same point, the ones not inside a collective (all of them only
-    where ranks on ``other_nodes`` may be the ones waiting)."""
+    where ranks on ``other_nodes`` may be the ones waiting). With ``other_nodes``, ranks behind
+    only inside a collective are not late: they wait for another node."""
 
     late = behind(positions)
+    if late and other_nodes and all(p.waits_on_peers for p in late):
+        # behind, but inside a collective its peers here have left: its part of it was sent,
+        # and it waits for data from another node's ranks (a node cut off mid-all-reduce)
+        return [], list(positions)
     if not late:
         late = [p for p in positions if not p.waits_on_peers]
         if len(late) == len(positions) and not other_nodes:

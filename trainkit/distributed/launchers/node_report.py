@@ -98,8 +98,9 @@ def timed_out(own: list[RankPosition], answers: list[NodeAnswer]) -> list[str]:
         where = "; ".join(f"{listed(ranks)} on {name}" for name, ranks in by_node.items())
         return [f"a collective timed out: late: {where}; waiting: {listed(waiting) or 'none'}"]
     # this node's ranks all at one point (a collective inside a step counts: DDP's buffer
-    # broadcast in forward) and a node that does not answer: that node is the cause
-    if silent and not behind(own):
+    # broadcast in forward), or behind only inside a collective, and a node that does not
+    # answer: that node is the cause
+    if silent and (not behind(own) or not late):
         return [
             f"a collective timed out with every rank of this node waiting ({listed(own)}): "
             + "; ".join(silent)
