@@ -50,13 +50,15 @@ class Logger:
 
     def __init__(
         self,
-        save_dir: str = ".",
+        save_dir: str | None = ".",
         name: str | None = "trainkit_logs",
         version: int | str | None = None,
         prefix: str = "",
         sub_dir: str | None = None,
     ) -> None:
-        self._save_dir: str | None = str(save_dir)
+        # None: a folder logger left to the Trainer's default_root_dir (the cwd until then)
+        self.follows_root_dir = save_dir is None
+        self._save_dir: str | None = "." if save_dir is None else str(save_dir)
         self._name = name or ""
         self._version = version
         self.prefix = prefix

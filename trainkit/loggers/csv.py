@@ -29,8 +29,7 @@ class CSVLogger(Logger):
             prefix: Put before every metric name (``prefix-name``).
             flush_logs_every_n_steps: Write metrics.csv at least this often (and at epoch ends).
         """
-        super().__init__("." if save_dir is None else save_dir, name, version, prefix)
-        self.follows_root_dir = save_dir is None
+        super().__init__(save_dir, name, version, prefix)
         self.flush_logs_every_n_steps = flush_logs_every_n_steps
         self._experiment: ExperimentWriter | None = None
 

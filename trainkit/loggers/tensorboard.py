@@ -39,8 +39,7 @@ class TensorBoardLogger(Logger):
             sub_dir: A folder inside the run folder for this logger's events.
             kwargs: Passed to ``torch.utils.tensorboard.SummaryWriter``.
         """
-        super().__init__("." if save_dir is None else save_dir, name, version, prefix, sub_dir)
-        self.follows_root_dir = save_dir is None
+        super().__init__(save_dir, name, version, prefix, sub_dir)
         self.log_graph_enabled = log_graph
         self.default_hp_metric = default_hp_metric
         self.writer_kwargs = kwargs
