@@ -1,5 +1,13 @@
-"""The shape of the package: trainkit's modules never import each other in a circle (counting
-module-level, function-level and TYPE_CHECKING imports alike), and no file grows past 400 lines."""
+"""The shape of the package: trainkit's modules never import each other in a circle, and no file
+grows past 400 lines.
+
+Circles are counted over every import: module-level, inside functions and under TYPE_CHECKING.
+One kind of edge is set apart: the type-only imports of the modules that name, in their
+annotations, the classes a run is made of (``ANNOTATION_ONLY``): the run state's fields (the
+strategy, the module, the loggers...) and the callback hooks' ``trainer`` (a ``Trainer``, as
+Lightning's hooks say ``pl.Trainer``, so a user's override annotated so is a compatible one).
+Those imports never execute; at run time these modules import nothing from above them.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +20,13 @@ MAX_LINES = 400
 # arguments (each documented for --help) and Lightning's read-outs, and ModelCheckpoint's
 # arguments and public methods, are one class each by contract
 LONGER_BY_CONTRACT = {"trainkit/trainer/trainer.py": 450, "trainkit/callbacks/checkpoint.py": 430}
+# modules whose type-only imports name, for annotations, classes from the layers above them
+ANNOTATION_ONLY = {
+    "trainkit.state.run",
+    "trainkit.state.protocols",
+    "trainkit.callbacks.base",
+    "trainkit.callbacks.prediction_writer",
+}
 
 
 def module_name(path: Path) -> str:
@@ -23,18 +38,44 @@ def all_modules() -> dict[str, Path]:
     return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 
 
-def imported_names(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
-    """The trainkit modules ``path`` imports anywhere in its body (including under
-    TYPE_CHECKING and inside functions). ``from pkg import mod`` counts as importing ``pkg.mod``
-    when that is a module. The parent packages of the importer itself are not counted (Python
-    initialises them first whatever the code says)."""
+def is_type_checking_block(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and ast.unparse(node.test) in (
+        "TYPE_CHECKING",
+        "typing.TYPE_CHECKING",
+    )
+
+
+def import_nodes(tree: ast.Module, type_only: bool) -> list[ast.Import | ast.ImportFrom]:
+    """The imports of a module: those under ``if TYPE_CHECKING:`` (``type_only``), or all the
+    others (module-level and inside functions)."""
+    found: list[ast.Import | ast.ImportFrom] = []
+
+    def walk(node: ast.AST, under_type_checking: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                if under_type_checking == type_only:
+                    found.append(child)
+            else:
+                walk(child, under_type_checking or is_type_checking_block(child))
+
+    walk(tree, False)
+    return found
+
+
+def imported_names(
+    path: Path, name: str, modules: dict[str, Path], type_only: bool = False
+) -> set[str]:
+    """The trainkit modules ``path`` imports at run time anywhere in its body (at module level
+    and inside functions), or, with ``type_only``, under TYPE_CHECKING. ``from pkg import mod``
+    counts as importing ``pkg.mod`` when that is a module. The parent packages of the importer
+    itself are not counted (Python initialises them first whatever the code says)."""
     is_package = path.name == "__init__.py"
     package = name if is_package else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in import_nodes(ast.parse(path.read_text(), str(path)), type_only):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
+        else:
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")
@@ -47,9 +88,17 @@ def imported_names(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
     return {m for m in found if m in modules and m != name and m not in ancestors}
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(with_annotation_imports: bool = False) -> dict[str, set[str]]:
+    """Who imports whom: run-time and type-only imports, except the type-only imports of the
+    ``ANNOTATION_ONLY`` modules (unless ``with_annotation_imports``)."""
     modules = all_modules()
-    return {name: imported_names(path, name, modules) for name, path in modules.items()}
+    graph = {}
+    for name, path in modules.items():
+        edges = imported_names(path, name, modules)
+        if with_annotation_imports or name not in ANNOTATION_ONLY:
+            edges |= imported_names(path, name, modules, type_only=True)
+        graph[name] = edges
+    return graph
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -95,10 +144,23 @@ def test_the_circle_finder_finds_a_circle():
 def test_the_graph_sees_function_level_and_type_checking_imports():
     graph = import_graph()
     # the stage runner imports the spawn launcher at module level, cli.command imports the
-    # signals leaf inside a function, and the fit loop reads the run state
+    # signals leaf inside a function, the fit loop reads the run state, and the metric hub
+    # names the run state for the type checker only
     assert "trainkit.distributed.launchers.spawn" in graph["trainkit.trainer.running"]
     assert "trainkit.distributed.signals" in graph["trainkit.cli.command"]
-    assert "trainkit.loops.state" in graph["trainkit.loops.fit"]
+    assert "trainkit.state" in graph["trainkit.loops.fit"]
+    assert "trainkit.state" in graph["trainkit.loops.metric_hub"]
+
+
+def test_the_annotation_only_imports_are_type_only():
+    modules = all_modules()
+    with_them = import_graph(with_annotation_imports=True)
+    # the callback hooks name the Trainer and the run state its strategy, for annotations only
+    assert "trainkit.trainer.trainer" in with_them["trainkit.callbacks.base"]
+    assert "trainkit.strategies.base" in with_them["trainkit.state.run"]
+    for name in ANNOTATION_ONLY:
+        runtime = imported_names(modules[name], name, modules)
+        assert not runtime & {"trainkit.trainer.trainer", "trainkit.strategies.base"}, name
 
 
 def test_no_trainkit_modules_import_each_other_in_a_circle():
@@ -108,7 +170,8 @@ def test_no_trainkit_modules_import_each_other_in_a_circle():
 def test_only_the_cli_above_imports_the_trainer():
     """Loops, checkpoints, launchers, strategies, callbacks... receive the run state or the parts
     they need; the Trainer is imported by its own package and the CLI that builds it (and named,
-    for type checkers only, by the package root that re-exports it lazily)."""
+    for type checkers only, by the package root that re-exports it lazily and by the callback
+    hooks' annotations)."""
     graph = import_graph()
     importers = sorted(
         name
@@ -121,8 +184,11 @@ def test_only_the_cli_above_imports_the_trainer():
 
 
 def test_the_run_state_and_the_signals_contract_are_leaves():
+    """At run time the run state's package imports only itself, so every part may import it."""
     graph = import_graph()
-    assert graph["trainkit.loops.state"] == set()
+    state = {name for name in graph if name.startswith("trainkit.state")}
+    for name in state:
+        assert graph[name] <= state, name
     assert graph["trainkit.distributed.signals"] == set()
 
 

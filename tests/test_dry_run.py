@@ -14,8 +14,8 @@ from torch.utils.data import DataLoader, TensorDataset
 from trainkit import DataModule, TrainModule
 from trainkit.callbacks import EarlyStopping, ModelCheckpoint
 from trainkit.errors import MisconfigurationError
-from trainkit.loops.state import LoopLimits
 from trainkit.scaling import RunSummary
+from trainkit.state import LoopLimits
 from trainkit.trainer import dry_run
 from trainkit.trainer.dry_run import RankReading
 

@@ -13,7 +13,7 @@ from trainkit.distributed.slurm import (
     requeue_min_steps,
 )
 from trainkit.errors import ConfigError
-from trainkit.loops.state import StopState
+from trainkit.state import StopState
 
 
 def test_an_attempt_with_too_few_steps_adds_to_the_stalled_count_and_progress_clears_it():

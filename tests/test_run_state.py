@@ -27,11 +27,11 @@ from trainkit.loops.fit import FitLoop, val_every_n_batches
 from trainkit.loops.hooks import HookDispatcher
 from trainkit.loops.metric_hub import MetricHub
 from trainkit.loops.preemption import Preemption, run_watching_stop_signals
-from trainkit.loops.state import LoopLimits, LoopPosition, ResumePoint, RunState
 from trainkit.loops.training_step import TrainingStep, extract_loss
 from trainkit.module import TrainModule
 from trainkit.profilers import build_profiler
 from trainkit.seed import collect_rng_states
+from trainkit.state import LoopLimits, LoopPosition, ResumePoint, RunState
 from trainkit.strategies.base import Placement, Strategy
 from trainkit.strategies.precision import Precision
 

@@ -11,6 +11,7 @@ from trainkit.errors import MisconfigurationError
 
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
+    from trainkit.utilities.types import STEP_OUTPUT
 
 
 class DeviceStatsMonitor(Callback):
@@ -65,6 +66,11 @@ class DeviceStatsMonitor(Callback):
         self._log(trainer, "on_train_batch_start")
 
     def on_train_batch_end(
-        self, trainer: TrainerView, pl_module: TrainModule, outputs: Any, batch: Any, batch_idx: int
+        self,
+        trainer: TrainerView,
+        pl_module: TrainModule,
+        outputs: STEP_OUTPUT,
+        batch: Any,
+        batch_idx: int,
     ) -> None:
         self._log(trainer, "on_train_batch_end")

@@ -13,6 +13,7 @@ from trainkit.utilities.enums import LightningEnum
 
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
+    from trainkit.trainer.trainer import Trainer
 
 
 class WriteInterval(LightningEnum):
@@ -51,7 +52,7 @@ class BasePredictionWriter(Callback):
 
     def write_on_batch_end(
         self,
-        trainer: Any,
+        trainer: Trainer,
         pl_module: TrainModule,
         prediction: Any,
         batch_indices: Sequence[int] | None,
@@ -64,7 +65,7 @@ class BasePredictionWriter(Callback):
 
     def write_on_epoch_end(
         self,
-        trainer: Any,
+        trainer: Trainer,
         pl_module: TrainModule,
         predictions: Sequence[Any],
         batch_indices: Sequence[Any],
@@ -75,7 +76,7 @@ class BasePredictionWriter(Callback):
 
     def on_predict_batch_end(
         self,
-        trainer: Any,
+        trainer: Trainer,
         pl_module: TrainModule,
         outputs: Any,
         batch: Any,
@@ -83,16 +84,12 @@ class BasePredictionWriter(Callback):
         dataloader_idx: int = 0,
     ) -> None:
         if self.interval.on_batch:
-            indices = _predict_loop(trainer).current_batch_indices
+            indices = trainer.predict_loop.current_batch_indices
             self.write_on_batch_end(
                 trainer, pl_module, outputs, indices, batch, batch_idx, dataloader_idx
             )
 
-    def on_predict_epoch_end(self, trainer: Any, pl_module: TrainModule) -> None:
+    def on_predict_epoch_end(self, trainer: Trainer, pl_module: TrainModule) -> None:
         if self.interval.on_epoch:
-            loop = _predict_loop(trainer)
+            loop = trainer.predict_loop
             self.write_on_epoch_end(trainer, pl_module, loop.predictions, loop.epoch_batch_indices)
-
-
-def _predict_loop(trainer: Any) -> Any:
-    return trainer.predict_loop

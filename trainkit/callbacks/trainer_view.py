@@ -24,11 +24,11 @@ if TYPE_CHECKING:
     from trainkit.devices import DeviceSelection
     from trainkit.distributed.env import ClusterEnvironment
     from trainkit.loggers.base import Logger
-    from trainkit.loops.state import RunState
     from trainkit.module import TrainModule
     from trainkit.optim import SchedulerConfig
     from trainkit.profilers import Profiler
     from trainkit.scaling import RunSummary
+    from trainkit.state import RunState
     from trainkit.strategies.base import Strategy
     from trainkit.strategies.precision import Precision
     from trainkit.trainer.settings import StageSettings

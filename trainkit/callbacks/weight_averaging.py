@@ -18,6 +18,7 @@ from trainkit.errors import ConfigError
 
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
+    from trainkit.utilities.types import STEP_OUTPUT
 
 AVERAGE_PREFIX = "module."  # how AveragedModel names the averaged module's entries
 
@@ -68,7 +69,12 @@ class WeightAveraging(Callback):
         )
 
     def on_train_batch_end(
-        self, trainer: TrainerView, pl_module: TrainModule, outputs: Any, batch: Any, batch_idx: int
+        self,
+        trainer: TrainerView,
+        pl_module: TrainModule,
+        outputs: STEP_OUTPUT,
+        batch: Any,
+        batch_idx: int,
     ) -> None:
         step = trainer.global_step
         if step > self._latest_update_step and self.should_update(step_idx=step - 1):

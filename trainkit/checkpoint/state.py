@@ -18,10 +18,10 @@ from trainkit.checkpoint.files import (
 )
 from trainkit.checkpoint.world_change import WorldChange, world_change
 from trainkit.distributed.slurm import requeue_min_steps
-from trainkit.loops.state import ResumePoint, RunState
 from trainkit.metrics import MetricStore
 from trainkit.module import TrainModule
 from trainkit.seed import collect_rng_states, restore_rng_states
+from trainkit.state import ResumePoint, RunState
 
 if TYPE_CHECKING:
     from trainkit.checkpoint.resume_changes import RunSettings
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 def dump(state: RunState, weights_only: bool = False) -> dict[str, Any]:
     """Everything needed to continue exactly: weights, optimizers, loop position, every RNG;
     ``weights_only``: as Lightning, no optimizer, scheduler, scaler, RNG or callback state."""
-    module = state.module
+    module = state.require_module()
     strategy = state.strategy
     position = state.position
     loops = position.state_dict()
@@ -127,7 +127,7 @@ def restore(state: RunState, path: str, full: bool, weights_only: bool = True) -
         path, checkpoint_io(state), weights_only, optimizers
     )
     require_state_dict(checkpoint, path)
-    module = state.module
+    module = state.require_module()
     module.on_load_checkpoint(checkpoint)
     try:
         state.strategy.load_module_state_dict(module, checkpoint["state_dict"])

@@ -10,8 +10,8 @@ import torch
 from trainkit.callbacks.base import overrides
 from trainkit.data import limited_batches
 from trainkit.loops.iterate import batch_transfer, start_iterating
-from trainkit.loops.state import RunState
 from trainkit.module import TrainModule, without_batch_idx
+from trainkit.state import RunState
 
 
 class EvalLoop:

@@ -17,11 +17,11 @@ from trainkit.distributed.rank_board import DATA, TRAINING_STEP
 from trainkit.errors import ConfigError, MisconfigurationError
 from trainkit.loops.evaluation import EvalLoop
 from trainkit.loops.iterate import batch_transfer, start_iterating
-from trainkit.loops.state import RunState
 from trainkit.loops.training_step import batch_end_outputs
 from trainkit.metrics import MetricStore, to_float
 from trainkit.module import TrainModule
 from trainkit.seed import collect_rng_states, restore_rng_states
+from trainkit.state import RunState
 
 if TYPE_CHECKING:
     import torch

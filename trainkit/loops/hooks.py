@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from trainkit.callbacks.base import Callback, overrides
-from trainkit.loops.state import RunState
 from trainkit.module import HooksMixin
+from trainkit.state import RunState
 
 
 class HookDispatcher:

@@ -11,8 +11,8 @@ from trainkit.distributed.fork_safety import forks_workers, let_collective_threa
 
 if TYPE_CHECKING:
     from trainkit.datamodule import DataModule
-    from trainkit.loops.state import StopWatch
     from trainkit.module import TrainModule
+    from trainkit.state import StopWatch
     from trainkit.strategies.base import Strategy
 
 

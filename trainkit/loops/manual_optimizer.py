@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from trainkit.loops.state import LoopPosition
+from trainkit.state import LoopPosition
 from trainkit.strategies.precision import Precision
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import torch
 
-from trainkit.loops.state import RunState
 from trainkit.metrics import MetricStore, to_float
+from trainkit.state import RunState
 
 
 class MetricHub:

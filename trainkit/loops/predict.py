@@ -8,8 +8,8 @@ import torch
 
 from trainkit.data import limited_batches, recording_indices
 from trainkit.loops.iterate import batch_transfer, start_iterating
-from trainkit.loops.state import RunState
 from trainkit.module import without_batch_idx
+from trainkit.state import RunState
 
 
 class PredictLoop:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trainkit.distributed.signals import StopSignals
-from trainkit.loops.state import RunState
+from trainkit.state import RunState
 
 AGREE_EVERY_SECONDS = 0.05  # how often ranks compare stop flags, at most
 MAX_GAP = 1000  # batches between two rounds, at most

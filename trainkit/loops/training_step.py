@@ -14,8 +14,8 @@ import torch
 from trainkit.callbacks.base import overrides
 from trainkit.distributed import rank_board
 from trainkit.loops.manual_optimizer import ManualOptimizer
-from trainkit.loops.state import RunState
 from trainkit.module import TrainModule, without_batch_idx
+from trainkit.state import RunState
 from trainkit.strategies.precision import Precision
 
 SYNC_AS_USUAL = contextlib.nullcontext()
@@ -89,7 +89,7 @@ class TrainingStep:
         )
         self._clip_fn = module.configure_gradient_clipping
         self._scheduler_step = module.lr_scheduler_step
-        self._params = [p for p in module.parameters() if p.requires_grad]
+        self._params: list[torch.Tensor] = [p for p in module.parameters() if p.requires_grad]
         self._sync_gradients = strategy.gradient_sync_fn()
         self._set_to_none = strategy.zero_grad_set_to_none
         self._strategy_backward = strategy.backward_fn()
@@ -101,7 +101,7 @@ class TrainingStep:
         self._user_zero_grad = overridden(module, "optimizer_zero_grad")
         self._loss: torch.Tensor | None = None
         self._plain_backward = self._user_backward is None and self._user_step is None
-        self._all_params = list(module.parameters()) if manual else []
+        self._all_params: list[torch.Tensor] = list(module.parameters()) if manual else []
         # what a manually optimized module's self.optimizers() returns: each step counts
         self.manual_optimizers = [
             ManualOptimizer(optimizer, state.precision, state.position, self._before_optimizer_step)

@@ -23,9 +23,10 @@ from trainkit.strategies.shards import local_part
 
 if TYPE_CHECKING:
     from trainkit.callbacks.trainer_view import TrainerView
-    from trainkit.loops.state import LoopLimits, RunState
     from trainkit.module import TrainModule
     from trainkit.scaling import RunSummary
+    from trainkit.state import LoopLimits, RunState
+    from trainkit.utilities.types import STEP_OUTPUT
 
 
 @dataclass
@@ -59,7 +60,12 @@ class DryRunProbe(Callback):
         self._started = time.perf_counter()
 
     def on_train_batch_end(
-        self, trainer: TrainerView, pl_module: TrainModule, outputs: Any, batch: Any, batch_idx: int
+        self,
+        trainer: TrainerView,
+        pl_module: TrainModule,
+        outputs: STEP_OUTPUT,
+        batch: Any,
+        batch_idx: int,
     ) -> None:
         self.train_step_s = time.perf_counter() - self._started
 
@@ -77,7 +83,7 @@ class DryRunProbe(Callback):
         self,
         trainer: TrainerView,
         pl_module: TrainModule,
-        outputs: Any,
+        outputs: STEP_OUTPUT,
         batch: Any,
         batch_idx: int,
         dataloader_idx: int = 0,
@@ -110,9 +116,9 @@ def check_monitors(state: RunState, metrics: dict[str, Any]) -> None:
     """Every monitored key (callbacks, plateau schedulers) was logged by the batches that ran;
     a real run would stop at its first check, after an epoch."""
     watchers: list[tuple[str, str]] = [
-        (type(cb).__name__, cb.monitor)
+        (type(cb).__name__, monitor)
         for cb in state.callbacks
-        if isinstance(getattr(cb, "monitor", None), str)
+        if isinstance(monitor := getattr(cb, "monitor", None), str)
     ]
     watchers += [
         ("the lr scheduler", config.monitor)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol
 
-from trainkit.loops.state import RunState
+from trainkit.state import RunState
 
 
 class OwnsRunState(Protocol):

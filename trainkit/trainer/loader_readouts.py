@@ -8,8 +8,8 @@ from typing import Any, Protocol
 
 from trainkit.callbacks.base import overrides
 from trainkit.datamodule import DataModule
-from trainkit.loops.state import RunState
 from trainkit.module import TrainModule
+from trainkit.state import RunState
 
 
 class OwnsRunState(Protocol):

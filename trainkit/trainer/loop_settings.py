@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from trainkit.errors import ConfigError
-from trainkit.loops.state import LoopLimits
+from trainkit.state import LoopLimits
 
 # Lightning accepts None for these and means its default; so do we
 _NONE_MEANS = {

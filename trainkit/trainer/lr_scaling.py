@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainkit.loops.state import RunState
 from trainkit.scaling import lr_factor, scale_learning_rates
+from trainkit.state import RunState
 
 
 @dataclass(frozen=True)

@@ -4,17 +4,17 @@ Trainer owns. They are plain properties that the ``Trainer`` class body lists by
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import torch
 
 from trainkit.callbacks.base import Callback
 from trainkit.datamodule import DataModule
 from trainkit.loggers.base import Logger
-from trainkit.loops.state import RunState
 from trainkit.module import TrainModule
 from trainkit.optim import SchedulerConfig
 from trainkit.profilers import Profiler
+from trainkit.state import RunState
 from trainkit.strategies import Strategy
 from trainkit.strategies.precision import Precision
 from trainkit.trainer.settings import StageSettings
@@ -121,7 +121,8 @@ def is_final_epoch(self: OwnsRunState) -> bool:
 # ---- what runs ----------------------------------------------------------------------------------
 @property
 def lightning_module(self: OwnsRunState) -> TrainModule:
-    return self.run_state.module
+    # None before a stage attached a module; typed as Lightning types it, for the callbacks
+    return cast("TrainModule", self.run_state.module)
 
 
 @property

@@ -19,10 +19,10 @@ from trainkit.errors import ConfigError, MisconfigurationError
 from trainkit.loops.evaluation import EvalLoop
 from trainkit.loops.fit import FitLoop
 from trainkit.loops.predict import PredictLoop
-from trainkit.loops.state import LoopLimits, RunState
 from trainkit.metrics import to_float
 from trainkit.module import TrainModule
 from trainkit.scaling import RunSummary, effective_batch_size
+from trainkit.state import LoopLimits, RunState
 from trainkit.strategies import Strategy
 from trainkit.trainer import spawned
 from trainkit.trainer.arguments import check_stage_inputs, datamodule_given_as_loaders
@@ -275,7 +275,7 @@ class StageRunner:
         assert probe is not None, "a dry run's Trainer adds its probe"
         dry_run.check_monitors(state, dict(state.metrics.callback_metrics))
         rank = self.strategy.global_rank
-        readings = self.strategy.all_gather_object(probe.reading(rank, state.module))
+        readings = self.strategy.all_gather_object(probe.reading(rank, state.require_module()))
         if self.strategy.is_global_zero and self.run_summary is not None:
             print(dry_run.report(self.run_summary, planned, state, readings), flush=True)
 
@@ -341,7 +341,7 @@ class StageRunner:
             raise MisconfigurationError(
                 f"{stage} needs data: pass dataloaders or a datamodule with one"
             )
-        self.state.module.to(self.strategy.root_device)
+        self.state.require_module().to(self.strategy.root_device)
         self._restore(ckpt_path, False, weights_only)
         return loaders
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from trainkit.datamodule import DataModule
-from trainkit.loops.state import RunState
 from trainkit.module import TrainModule
+from trainkit.state import RunState
 
 
 def rank_result(state: RunState, output: object) -> dict[str, Any]:
     """The caller's share of a finished stage: weights, position, metrics, log folder, output."""
     return {
-        "state_dict": {k: v.detach().cpu() for k, v in state.module.state_dict().items()},
+        "state_dict": {k: v.detach().cpu() for k, v in state.require_module().state_dict().items()},
         "position": state.position.state_dict(),
         "metrics": {
             k: v.detach().cpu() if hasattr(v, "detach") else v

@@ -16,12 +16,12 @@ from trainkit.errors import MisconfigurationError
 from trainkit.loggers.base import Logger, next_version
 from trainkit.loops.hooks import HookDispatcher
 from trainkit.loops.metric_hub import MetricHub
-from trainkit.loops.state import Hooks, LoopLimits, Metrics, RunState
 from trainkit.loops.training_step import TrainingStep
 from trainkit.module import TrainModule, defines_optimizers
 from trainkit.optim import parse_optimizers
 from trainkit.profilers import Profiler
 from trainkit.scaling import RunSummary
+from trainkit.state import Hooks, LoopLimits, Metrics, RunState
 from trainkit.strategies import Strategy
 from trainkit.strategies.precision import Precision
 from trainkit.trainer.arguments import sort_callbacks
@@ -203,7 +203,8 @@ def log_hyperparams(state: RunState, run_summary: RunSummary | None) -> None:
 
     from trainkit.checkpoint.files import plain_hparams
 
-    params = dict(state.module.hparams) if state.module.log_hyperparams else {}
+    module = state.require_module()
+    params = dict(module.hparams) if module.log_hyperparams else {}
     if state.datamodule is not None and state.datamodule.log_hyperparams:
         params.update(state.datamodule.hparams)
     params = plain_hparams(params)
@@ -212,13 +213,13 @@ def log_hyperparams(state: RunState, run_summary: RunSummary | None) -> None:
     summary = run_summary.as_hparams() if run_summary is not None else {}
     for logger in state.loggers:  # the startup table too, where hyperparameters are displayed
         logger.log_hyperparams(params if logger.keeps_hparams_file else {**params, **summary})
-        logger.log_graph(state.module)
+        logger.log_graph(module)
 
 
 def setup_model_and_optimizers(state: RunState) -> None:
     """Wrap the module for the strategy and build its optimizers and schedulers (from
     configure_optimizers, or the CLI's optimizer section)."""
-    module, strategy = state.module, state.strategy
+    module, strategy = state.require_module(), state.strategy
     if state.compile_options is not None:
         compile_forward(module, state.compile_options)
     wrapped = strategy.setup_module(module)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from trainkit.loops.state import RunState
+from trainkit.state import RunState
 from trainkit.trainer.states import RunningStage, TrainerState, TrainerStatus
 
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from trainkit.data import limited_batches
 from trainkit.devices import DeviceSelection
 from trainkit.distributed.env import output_is_terminal
-from trainkit.loops.state import LoopLimits, RunState
 from trainkit.scaling import RunSummary
+from trainkit.state import LoopLimits, RunState
 from trainkit.trainer.lr_scaling import LRScaling
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.distributed.comm import rank_zero_info
 from trainkit.errors import MisconfigurationError
 from trainkit.loops.fit import FitLoop
-from trainkit.loops.state import RunState
+from trainkit.state import RunState
 from trainkit.tuner.attributes import get_attribute, set_attribute
 from trainkit.tuner.search import Search, free_memory
 from trainkit.tuner.trials import EvalTrials

@@ -23,6 +23,7 @@ from trainkit.tuner.search import Search
 
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
+    from trainkit.utilities.types import STEP_OUTPUT
 
 LR_NAMES = ("lr", "learning_rate")
 
@@ -72,7 +73,12 @@ class LossRecorder(Callback):
             self.lrs.append(trainer.optimizers[0].param_groups[0]["lr"])
 
     def on_train_batch_end(
-        self, trainer: TrainerView, module: TrainModule, outputs: Any, batch: Any, batch_idx: int
+        self,
+        trainer: TrainerView,
+        module: TrainModule,
+        outputs: STEP_OUTPUT,
+        batch: Any,
+        batch_idx: int,
     ) -> None:
         accumulate = trainer.accumulate_grad_batches
         if (batch_idx + 1) % accumulate != 0:

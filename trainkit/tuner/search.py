@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from trainkit.checkpoint import state as checkpoint_state
-from trainkit.loops.state import LoopLimits, LoopPosition, RunState
 from trainkit.seed import collect_rng_states, restore_rng_states
+from trainkit.state import LoopLimits, LoopPosition, RunState
 
 
 class TunerExit(Exception):

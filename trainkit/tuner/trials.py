@@ -9,7 +9,7 @@ from typing import Any
 from trainkit.errors import MisconfigurationError
 from trainkit.loops.evaluation import EvalLoop
 from trainkit.loops.predict import PredictLoop
-from trainkit.loops.state import RunState
+from trainkit.state import RunState
 
 LOADER_KIND = {"validate": "val", "test": "test", "predict": "predict"}
 LOOP_STAGE = {"validate": "validation", "test": "test"}
