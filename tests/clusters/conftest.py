@@ -59,6 +59,7 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/builtin
+SchedulerParameters=sched_interval=1
 MpiDefault=none
 SwitchType=switch/none
 JobAcctGatherType=jobacct_gather/none
