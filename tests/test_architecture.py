@@ -1,13 +1,5 @@
-"""The shape of the package: trainkit's modules never import each other in a circle, and no file
-grows past 400 lines.
-
-Circles are counted over every import: module-level, inside functions and under TYPE_CHECKING.
-One kind of edge is set apart: the type-only imports of the modules that name, in their
-annotations, the classes a run is made of (``ANNOTATION_ONLY``): the run state's fields (the
-strategy, the module, the loggers...) and the callback hooks' ``trainer`` (a ``Trainer``, as
-Lightning's hooks say ``pl.Trainer``, so a user's override annotated so is a compatible one).
-Those imports never execute; at run time these modules import nothing from above them.
-"""
+"""The shape of the package: trainkit's modules never import each other in a circle (counting
+module-level, function-level and TYPE_CHECKING imports alike), and no file grows past 400 lines."""
 
 from __future__ import annotations
 
@@ -20,13 +12,6 @@ MAX_LINES = 400
 # arguments (each documented for --help) and Lightning's read-outs, and ModelCheckpoint's
 # arguments and public methods, are one class each by contract
 LONGER_BY_CONTRACT = {"trainkit/trainer/trainer.py": 450, "trainkit/callbacks/checkpoint.py": 430}
-# modules whose type-only imports name, for annotations, classes from the layers above them
-ANNOTATION_ONLY = {
-    "trainkit.state.run",
-    "trainkit.state.protocols",
-    "trainkit.callbacks.base",
-    "trainkit.callbacks.prediction_writer",
-}
 
 
 def module_name(path: Path) -> str:
@@ -88,14 +73,13 @@ def imported_names(
     return {m for m in found if m in modules and m != name and m not in ancestors}
 
 
-def import_graph(with_annotation_imports: bool = False) -> dict[str, set[str]]:
-    """Who imports whom: run-time and type-only imports, except the type-only imports of the
-    ``ANNOTATION_ONLY`` modules (unless ``with_annotation_imports``)."""
+def import_graph(type_only: bool = True) -> dict[str, set[str]]:
+    """Who imports whom: at run time, and (``type_only``) under TYPE_CHECKING too."""
     modules = all_modules()
     graph = {}
     for name, path in modules.items():
         edges = imported_names(path, name, modules)
-        if with_annotation_imports or name not in ANNOTATION_ONLY:
+        if type_only:
             edges |= imported_names(path, name, modules, type_only=True)
         graph[name] = edges
     return graph
@@ -152,17 +136,6 @@ def test_the_graph_sees_function_level_and_type_checking_imports():
     assert "trainkit.state" in graph["trainkit.loops.metric_hub"]
 
 
-def test_the_annotation_only_imports_are_type_only():
-    modules = all_modules()
-    with_them = import_graph(with_annotation_imports=True)
-    # the callback hooks name the Trainer and the run state its strategy, for annotations only
-    assert "trainkit.trainer.trainer" in with_them["trainkit.callbacks.base"]
-    assert "trainkit.strategies.base" in with_them["trainkit.state.run"]
-    for name in ANNOTATION_ONLY:
-        runtime = imported_names(modules[name], name, modules)
-        assert not runtime & {"trainkit.trainer.trainer", "trainkit.strategies.base"}, name
-
-
 def test_no_trainkit_modules_import_each_other_in_a_circle():
     assert circles(import_graph()) == []
 
@@ -170,8 +143,7 @@ def test_no_trainkit_modules_import_each_other_in_a_circle():
 def test_only_the_cli_above_imports_the_trainer():
     """Loops, checkpoints, launchers, strategies, callbacks... receive the run state or the parts
     they need; the Trainer is imported by its own package and the CLI that builds it (and named,
-    for type checkers only, by the package root that re-exports it lazily and by the callback
-    hooks' annotations)."""
+    for type checkers only, by the package root that re-exports it lazily)."""
     graph = import_graph()
     importers = sorted(
         name
@@ -184,8 +156,9 @@ def test_only_the_cli_above_imports_the_trainer():
 
 
 def test_the_run_state_and_the_signals_contract_are_leaves():
-    """At run time the run state's package imports only itself, so every part may import it."""
-    graph = import_graph()
+    """At run time the run state's package imports only itself, so every part may import it (its
+    fields name their classes for the type checker, which the circle test above counts)."""
+    graph = import_graph(type_only=False)
     state = {name for name in graph if name.startswith("trainkit.state")}
     for name in state:
         assert graph[name] <= state, name

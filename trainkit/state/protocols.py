@@ -1,5 +1,6 @@
 """The parts the loops call through the run state, typed by what the loops use of them: the
-rank board, the hook dispatcher, the metric hub, the training step and the preemption watch."""
+rank board, the hook dispatcher, the metric hub, the training step, the preemption watch and the
+latest predict's record."""
 
 from __future__ import annotations
 
@@ -73,3 +74,13 @@ class StopWatch(Protocol):
     def should_stop(self, can_stop: bool) -> bool: ...
     def save_and_stop(self) -> None: ...
     def settle(self) -> None: ...
+
+
+class PredictRecord(Protocol):
+    """What the latest predict collected (loops/predict.py's PredictLoop), for prediction writers."""
+
+    epoch_batch_indices: list[list[list[int]]]  # per loader, per batch: the dataset indices
+    current_batch_indices: list[int]
+
+    @property
+    def predictions(self) -> list[Any]: ...

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from trainkit.state.limits import LoopLimits
 from trainkit.state.position import LoopPosition
-from trainkit.state.protocols import Hooks, Metrics, RankMarker, Stepper, StopWatch
+from trainkit.state.protocols import (
+    Hooks,
+    Metrics,
+    PredictRecord,
+    RankMarker,
+    Stepper,
+    StopWatch,
+)
 from trainkit.state.stop import StopState
 
 if TYPE_CHECKING:
@@ -18,7 +25,6 @@ if TYPE_CHECKING:
     from trainkit.callbacks.base import Callback
     from trainkit.datamodule import DataModule
     from trainkit.loggers.base import Logger
-    from trainkit.loops.predict import PredictLoop
     from trainkit.module import TrainModule
     from trainkit.optim import SchedulerConfig
     from trainkit.plugins import CheckpointIO
@@ -84,7 +90,7 @@ class RunState:
     # stage was given its loaders
     reload_loaders: Callable[[str], list[Any]] | None = None
     stage_loaders: list[Any] = field(default_factory=list)  # validate/test/predict's, as run
-    predict_loop: PredictLoop | None = None  # the latest predict's (predictions, indices)
+    predict_loop: PredictRecord | None = None  # the latest predict's (predictions, indices)
 
     # While a stage runs the Trainer has set these handles; the loops read them through the
     # accessors below (once per loop method, never per batch), which say so if one is missing.
