@@ -83,11 +83,11 @@ def test_patience_and_min_delta_with_lightnings_message():
 
 
 def test_stopping_threshold_in_max_mode():
-    stopper = EarlyStopping("val_loss", mode="max", stopping_threshold=0.9)
-    fit(stopper, [0.5, 0.9, 0.95, 0.99])  # 0.9 is not beyond the threshold, 0.95 is
+    stopper = EarlyStopping("val_loss", mode="max", stopping_threshold=0.75)
+    fit(stopper, [0.5, 0.75, 0.875, 0.99])  # 0.75 is not beyond the threshold, 0.875 is
     assert stopper.stopped_epoch == 2
     assert stopper.stopping_reason_message == (
-        "Stopping threshold reached: val_loss = 0.949999988079071 > 0.9. Signaling Trainer to stop."
+        "Stopping threshold reached: val_loss = 0.875 > 0.75. Signaling Trainer to stop."
     )
 
 

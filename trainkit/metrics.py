@@ -46,6 +46,51 @@ class MetricMeta:
         return f"{name}_epoch" if self.on_step else name
 
 
+class EpochAggregate:
+    """One name's running reduction over an epoch, in Lightning's arithmetic: on the value's
+    device, in float32 (float64 where the value is), a mean as the batch-size-weighted sum over
+    the summed batch sizes; constant memory however long the epoch."""
+
+    __slots__ = ("count", "reduce_fx", "total")
+
+    def __init__(self, reduce_fx: str, total: Tensor | None = None, count: int = 0) -> None:
+        self.reduce_fx = reduce_fx
+        self.total = total
+        self.count = count  # the batch sizes summed (a mean's denominator)
+
+    def add(self, value: Tensor | float, batch_size: int) -> None:
+        """Fold in one logged value (detached; an integer or half value counted as float32)."""
+        if isinstance(value, Tensor):
+            value = value.detach()
+            if value.dtype not in (torch.float32, torch.float64):
+                value = value.float()
+        else:
+            value = torch.tensor(value, dtype=torch.float32)
+        fx, total = self.reduce_fx, self.total
+        if fx == "mean":
+            value = value * batch_size
+            self.count += batch_size
+        if total is None:
+            self.total = value
+        elif fx in ("mean", "sum"):
+            self.total = total + value
+        else:
+            self.total = (torch.maximum if fx == "max" else torch.minimum)(total, value)
+
+    def result(self, reducer: Callable[[Tensor, str], Tensor] | None) -> Tensor | None:
+        """The epoch's value (reduced over the ranks by ``reducer`` if given), then empty."""
+        total, count = self.total, self.count
+        self.total, self.count = None, 0
+        if total is None:
+            return None
+        if self.reduce_fx != "mean":
+            return total if reducer is None else reducer(total, self.reduce_fx)
+        if reducer is not None:  # the sums and the batch counts of every rank, one collective
+            total, summed = reducer(torch.stack([total, total.new_tensor(count)]), "sum")
+            return total / summed
+        return total / count
+
+
 def batch_size_of(batch: object) -> int:
     """The size of the first dimension of the first tensor found in ``batch`` (1 if none)."""
     try:
@@ -63,7 +108,7 @@ class MetricStore:
         self.default_on_epoch = default_on_epoch
         self.meta: dict[str, MetricMeta] = {}
         self.step_values: dict[str, Tensor | float] = {}
-        self._epoch_values: dict[str, list[tuple[Tensor | float, int]]] = {}
+        self._epoch: dict[str, EpochAggregate] = {}
         self.batch: Any = None
         self._batch_size: int | None = None
         self.reducer: Callable[[Tensor, str], Tensor] | None = None
@@ -106,13 +151,14 @@ class MetricStore:
                 ),
                 sync_dist_group,
             )
+        step_value = value
         if isinstance(value, Tensor):  # the common case first: no extra call per step
             if value.ndim and value.numel() != 1:  # attributes first: a scalar costs no call
                 _scalar(name, value)  # raises, naming the metric and its shape
             if not meta.enable_graph:
-                value = value.detach()
+                value = step_value = value.detach()
             if meta.sync_dist and meta.on_step and self.reducer is not None:
-                value = self.reducer(value.float(), meta.reduce_fx)
+                step_value = self.reducer(value.float(), meta.reduce_fx)  # the epoch: unsynced
         elif is_metric_object(value):
             self._log_metric_object(name, value, meta)
             return
@@ -122,11 +168,11 @@ class MetricStore:
                 "scalar tensor; log each entry of a dict with self.log_dict"
             )
         if meta.on_step:
-            self.step_values[name] = value
+            self.step_values[name] = step_value
         if meta.on_epoch:
             if batch_size is None:
                 batch_size = self._current_batch_size()
-            self._epoch_values[name].append((value, batch_size))
+            self._epoch[name].add(value, batch_size)
 
     def _log_metric_object(self, name: str, metric: torch.nn.Module, meta: MetricMeta) -> None:
         """A torchmetrics Metric: its step value is what its forward returned for this batch;
@@ -156,7 +202,7 @@ class MetricStore:
             )
         self.meta[name] = meta
         if meta.on_epoch:
-            self._epoch_values[name] = []
+            self._epoch[name] = EpochAggregate(meta.reduce_fx)
         return meta
 
     def _current_batch_size(self) -> int:
@@ -179,12 +225,10 @@ class MetricStore:
         ``reset_metric_objects=False`` the logged Metric objects keep their state until
         ``reset_computed_metrics()``: an epoch-end hook may still read them (``compute()``)."""
         out: dict[str, Tensor] = {}
-        for name, entries in self._epoch_values.items():
-            if not entries:
-                continue
-            meta = self.meta[name]
-            out[name] = self._reduce_entries(entries, meta)
-            entries.clear()
+        for name, aggregate in self._epoch.items():
+            reduced = aggregate.result(self.reducer if self.meta[name].sync_dist else None)
+            if reduced is not None:
+                out[name] = reduced
         for name, metric in self.metric_objects.items():
             if self.meta[name].on_epoch:
                 out[name] = _scalar(name, metric.compute()).float()
@@ -201,37 +245,23 @@ class MetricStore:
             metric.reset()
         self._computed_metrics.clear()
 
-    def _reduce_entries(self, entries, meta: MetricMeta) -> Tensor:
-        values = torch.stack([torch.as_tensor(v, dtype=torch.float64).cpu() for v, _ in entries])
-        fx = meta.reduce_fx
-        if fx == "mean":
-            weights = torch.tensor([float(b) for _, b in entries], dtype=torch.float64)
-            total = torch.stack([(values * weights).sum(), weights.sum()])
-            if meta.sync_dist and self.reducer is not None:
-                total = self.reducer(total, "sum")
-            return (total[0] / total[1]).float()
-        reduced = {"sum": values.sum, "max": values.max, "min": values.min}[fx]()
-        if meta.sync_dist and self.reducer is not None:
-            reduced = self.reducer(reduced, fx)
-        return reduced.float()
-
     def partial_epoch_state(self) -> dict[str, Any]:
-        """What was logged for the epoch so far (for a mid-epoch checkpoint): metas and entries."""
-        state = {}
-        for name, entries in self._epoch_values.items():
-            values = [torch.as_tensor(v, dtype=torch.float64).cpu() for v, _ in entries]
-            state[name] = {
+        """What was logged for the epoch so far (for a mid-epoch checkpoint): each name's
+        options and running total (on the CPU) and summed batch sizes."""
+        return {
+            name: {
                 "meta": dict(vars(self.meta[name])),
-                "values": torch.stack(values) if values else torch.zeros(0, dtype=torch.float64),
-                "batch_sizes": [int(b) for _, b in entries],
+                "total": None if aggregate.total is None else aggregate.total.cpu(),
+                "count": aggregate.count,
             }
-        return state
+            for name, aggregate in self._epoch.items()
+        }
 
     def load_partial_epoch_state(self, state: dict[str, Any]) -> None:
         """Continue an epoch's aggregates from ``partial_epoch_state`` of a checkpoint."""
         for name, item in state.items():
-            self.meta[name] = MetricMeta(**item["meta"])
-            self._epoch_values[name] = list(zip(item["values"].unbind(), item["batch_sizes"]))
+            meta = self.meta[name] = MetricMeta(**item["meta"])
+            self._epoch[name] = EpochAggregate(meta.reduce_fx, item["total"], item["count"])
 
     def epoch_keys(
         self, values: dict[str, Tensor], for_logger: bool = False, for_prog_bar: bool = False

@@ -50,7 +50,14 @@ def run_program(
         program = tmp_path / f"{name}_lightning.py"
         program.write_text(as_lightning((PROGRAMS / f"{name}.py").read_text()))
     result = tmp_path / "result.json"
-    env = cli_env(TRAINKIT_COMPAT_RESULT=str(result), PYTHONPATH=str(REPO))
+    # one intra-op thread for both frameworks: a matrix product's rounding then depends on the
+    # program alone, not on how many threads the BLAS takes on a loaded machine
+    env = cli_env(
+        TRAINKIT_COMPAT_RESULT=str(result),
+        PYTHONPATH=str(REPO),
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+    )
     proc = subprocess.run(
         [sys.executable, str(program), *args],
         cwd=tmp_path,

@@ -121,6 +121,14 @@ def test_sync_dist_reduces_across_ranks_and_unsynced_logs_rank_zero(probe_jobs):
         metrics["rank_min"],
     ) == (1.5, 3.0, 2.0, 1.0)
     assert metrics["rank_unsynced"] == 1.0
+    # training logs on_step and on_epoch: each step's value is synced for the step; the epoch
+    # is reduced over the ranks once, from each rank's own values
+    batches = -(-len(probes(root)[0]["seen"]["train1"]) // 64)  # the config's batch_size: 64
+    assert (metrics["train_rank_mean_step"], metrics["train_rank_sum_step"]) == (1.5, 3.0)
+    assert (metrics["train_rank_mean_epoch"], metrics["train_rank_sum_epoch"]) == (
+        1.5,
+        batches * 3.0,
+    )
 
 
 def test_use_distributed_sampler_false_gives_every_rank_all_data(probe_jobs):

@@ -53,6 +53,9 @@ class RankProbe(AutoEncoder):
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         x, index = batch
         self.seen.setdefault(f"train{self.current_epoch}", []).extend(index.tolist())
+        value = torch.tensor(float(self.global_rank + 1))
+        for fx in ("mean", "sum"):  # on_step and on_epoch: the step synced, the epoch once
+            self.log(f"train_rank_{fx}", value, sync_dist=True, reduce_fx=fx, on_epoch=True)
         return super().training_step([x], batch_idx)
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
