@@ -1,5 +1,6 @@
 """The shape of the package: trainkit's modules never import each other in a circle (counting
-module-level, function-level and TYPE_CHECKING imports alike), and no file grows past 400 lines."""
+module-level, function-level and TYPE_CHECKING imports alike), no file grows past 400 lines, and
+a parameter is typed ``Any`` only where the object is the user's."""
 
 from __future__ import annotations
 
@@ -12,6 +13,21 @@ MAX_LINES = 400
 # arguments (each documented for --help) and Lightning's read-outs, and ModelCheckpoint's
 # arguments and public methods, are one class each by contract
 LONGER_BY_CONTRACT = {"trainkit/trainer/trainer.py": 450, "trainkit/callbacks/checkpoint.py": 430}
+# the parameters that hold the user's own objects, which trainkit does not define: a batch as the
+# loader yields it, a step's or predict's outputs, the user's loaders, datasets and nested data,
+# a scheduler of any class (it only needs .step), an all_gather group of the user's backend
+USERS_OBJECTS = {
+    "batch",
+    "outputs",
+    "output",
+    "prediction",
+    "loader",
+    "datasets",
+    "iterables",
+    "in_dict",
+    "scheduler",
+    "group",
+}
 
 
 def module_name(path: Path) -> str:
@@ -173,3 +189,24 @@ def test_no_file_in_trainkit_is_over_400_lines():
         > LONGER_BY_CONTRACT.get(str(path.relative_to(PACKAGE.parent)), MAX_LINES)
     }
     assert long == {}
+
+
+def test_parameters_are_typed_any_only_where_the_object_is_the_users():
+    """Ours are named by their class or a Protocol: a hook's ``trainer`` is ``TrainerView``, its
+    ``pl_module`` a ``TrainModule`` (``*args``/``**kwargs`` forwarded to the user or to torch
+    are not counted)."""
+    typed_any = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                arguments = node.args
+                for argument in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]:
+                    annotation = argument.annotation
+                    if (
+                        annotation is not None
+                        and ast.unparse(annotation).strip("'\"") == "Any"
+                        and argument.arg not in USERS_OBJECTS
+                    ):
+                        where = path.relative_to(PACKAGE.parent)
+                        typed_any.append(f"{where}:{node.lineno} {node.name}({argument.arg})")
+    assert typed_any == []

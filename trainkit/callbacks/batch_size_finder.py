@@ -4,7 +4,7 @@ size that fits in memory and go on with it."""
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from trainkit.callbacks.base import Callback
 from trainkit.callbacks.trainer_view import TrainerView
@@ -12,6 +12,7 @@ from trainkit.errors import ConfigError, MisconfigurationError
 
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
+    from trainkit.tuner.tunable import TunableTrainer
 
 
 class BatchSizeFinder(Callback):
@@ -85,7 +86,7 @@ class BatchSizeFinder(Callback):
         from trainkit.tuner.search import TunerExit
 
         self.optimal_batch_size = scale_batch_size(
-            trainer,
+            cast("TunableTrainer", trainer),  # the Trainer calling a hook: it is one
             self._mode,
             self._steps_per_trial,
             self._init_val,

@@ -3,7 +3,7 @@ model's ``lr``/``learning_rate`` and used by the fit that follows."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from trainkit.callbacks.base import Callback
 from trainkit.callbacks.trainer_view import TrainerView
@@ -12,6 +12,7 @@ from trainkit.errors import ConfigError
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
     from trainkit.tuner.lr_finder import LRFinder
+    from trainkit.tuner.tunable import TunableTrainer
 
 
 class LearningRateFinder(Callback):
@@ -64,7 +65,7 @@ class LearningRateFinder(Callback):
         from trainkit.tuner.search import TunerExit
 
         self.optimal_lr = lr_find(
-            trainer,
+            cast("TunableTrainer", trainer),  # the Trainer calling a hook: it is one
             pl_module,
             min_lr=self._min_lr,
             max_lr=self._max_lr,

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from trainkit.optim import SchedulerConfig
     from trainkit.profilers import Profiler
     from trainkit.scaling import RunSummary
-    from trainkit.state import RunState
+    from trainkit.state.protocols import RunStateView
     from trainkit.strategies.base import Strategy
     from trainkit.strategies.precision import Precision
     from trainkit.trainer.settings import StageSettings
@@ -311,4 +311,4 @@ class TrainerView(Protocol):
 
     # ---- the run state (what LearningRateMonitor and ModelCheckpoint's file helpers reach) -------
     @property
-    def run_state(self) -> RunState: ...  # its metric hub, its CheckpointIO
+    def run_state(self) -> RunStateView: ...  # its metric hub, its CheckpointIO

@@ -1,6 +1,6 @@
 """The parts the loops call through the run state, typed by what the loops use of them: the
 rank board, the hook dispatcher, the metric hub, the training step, the preemption watch and the
-latest predict's record."""
+latest predict's record; and the run state as the Trainer's public ``run_state`` shows it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import torch
 
+    from trainkit.checkpoint.checkpoint_io import CheckpointIO
     from trainkit.metrics import MetricStore
+    from trainkit.state.position import LoopPosition
 
 
 class RankMarker(Protocol):
@@ -84,3 +86,18 @@ class PredictRecord(Protocol):
 
     @property
     def predictions(self) -> list[Any]: ...
+
+
+class RunStateView(Protocol):
+    """The run state as ``trainer.run_state`` shows it to callbacks, the module and the tuner
+    (state/run.py's RunState). A Protocol, so that the Trainer's view names no module that
+    names the callbacks."""
+
+    @property
+    def position(self) -> LoopPosition: ...
+    @property
+    def metrics(self) -> Metrics: ...
+    @property
+    def stepper(self) -> Stepper | None: ...
+    @property
+    def checkpoint_io(self) -> CheckpointIO | None: ...

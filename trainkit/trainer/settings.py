@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from trainkit.devices import DeviceSelection
-from trainkit.state import LoopLimits
+from trainkit.state.limits import LoopLimits
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from collections.abc import Callable
 
 import torch
 
-from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.distributed.comm import rank_zero_info
 from trainkit.errors import MisconfigurationError
 from trainkit.loops.fit import FitLoop
@@ -21,6 +20,7 @@ from trainkit.state import RunState
 from trainkit.tuner.attributes import get_attribute, set_attribute
 from trainkit.tuner.search import Search, free_memory
 from trainkit.tuner.trials import EvalTrials
+from trainkit.tuner.tunable import TunableTrainer
 
 OUT_OF_MEMORY = ("out of memory", "can't allocate memory", "CUDNN_STATUS_NOT_SUPPORTED")
 
@@ -233,7 +233,7 @@ def run_binsearch_scaling(
 
 
 def scale_batch_size(
-    trainer: TrainerView,
+    trainer: TunableTrainer,
     mode: str = "power",
     steps_per_trial: int = 3,
     init_val: int = 2,

@@ -20,6 +20,7 @@ from trainkit.optim import SchedulerConfig
 from trainkit.tuner.attributes import has_attribute, set_attribute
 from trainkit.tuner.lr_finder import LRFinder
 from trainkit.tuner.search import Search
+from trainkit.tuner.tunable import TunableTrainer
 
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
@@ -120,7 +121,7 @@ def lr_attribute(model: object, attr_name: str, datamodule: object = None) -> st
 
 
 def lr_find(
-    trainer: TrainerView,
+    trainer: TunableTrainer,
     model: TrainModule,
     min_lr: float = 1e-8,
     max_lr: float = 1,

@@ -3,10 +3,10 @@ batch size that fits (``scale_batch_size``) by running a stage that ends once th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal
 
-from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.errors import MisconfigurationError
+from trainkit.tuner.tunable import TunableTrainer
 
 if TYPE_CHECKING:
     from trainkit.callbacks.base import Callback
@@ -18,11 +18,6 @@ if TYPE_CHECKING:
 
 Method = Literal["fit", "validate", "test", "predict"]
 METHODS = ("fit", "validate", "test", "predict")
-
-
-class TunableTrainer(TrainerView, Protocol):
-    """The Trainer as the Tuner drives it: its read-outs and its stage methods (``fit``,
-    ``validate``, ``test``, ``predict``), all of them members of ``TrainerView``."""
 
 
 class Tuner:
