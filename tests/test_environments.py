@@ -8,7 +8,7 @@ import pytest
 
 from trainkit.distributed.env import detect_environment
 from trainkit.distributed.launchers.reexec import build_rank_command
-from trainkit.distributed.rank_env import World
+from trainkit.distributed.rank_env import World, threads_per_rank
 from trainkit.errors import ConfigError
 from trainkit.strategies.parallel import resolve_backend
 
@@ -222,6 +222,18 @@ def test_build_rank_command_sets_every_variable_for_each_rank():
         "LOCAL_WORLD_SIZE": "2",
     }
     assert env["PATH"] == "/bin" and env["TRAINKIT_ERROR_FILE"] == "/tmp/err/rank1.json"
+
+
+def test_each_rank_takes_its_share_of_the_cpus_unless_the_user_chose(monkeypatch):
+    """As torchrun and Lightning's launchers: the node's CPUs (this process's affinity) divided
+    among its ranks, at least one thread each; an OMP_NUM_THREADS the user set stands."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    assert [threads_per_rank(n) for n in (1, 2, 3, 8, 16)] == [8, 4, 2, 1, 1]
+    world = World(local_world_size=2)
+    _, env = build_rank_command(0, world, ["python"], {"PATH": "/bin"})
+    assert env["OMP_NUM_THREADS"] == "4"
+    _, env = build_rank_command(0, world, ["python"], {"OMP_NUM_THREADS": "3"})
+    assert env["OMP_NUM_THREADS"] == "3"
 
 
 def test_backend_defaults_and_override(monkeypatch):

@@ -108,6 +108,7 @@ def test_ddp_spawn_trains_identical_replicas_on_disjoint_shards(start_cli, tmp_p
     )
     assert code == 0, err
     assert_identical_replicas_on_disjoint_shards(tmp_path, out)
+    assert [probe["threads"] for probe in probes(tmp_path)] == [threads_share(2)] * 2
 
 
 def test_sync_dist_reduces_across_ranks_and_unsynced_logs_rank_zero(probe_jobs):
@@ -129,6 +130,18 @@ def test_sync_dist_reduces_across_ranks_and_unsynced_logs_rank_zero(probe_jobs):
         1.5,
         batches * 3.0,
     )
+
+
+def test_the_launcher_shares_the_cpus_among_the_ranks(probe_jobs):
+    root, (code, _, err) = probe_jobs["shards"]
+    assert code == 0, err
+    assert [probe["threads"] for probe in probes(root)] == [threads_share(2)] * 2
+
+
+def threads_share(ranks: int) -> int:
+    """Each rank's intra-op threads: OMP_NUM_THREADS if the user set it, else its CPU share."""
+    chosen = os.environ.get("OMP_NUM_THREADS")
+    return int(chosen) if chosen else max(1, len(os.sched_getaffinity(0)) // ranks)
 
 
 def test_use_distributed_sampler_false_gives_every_rank_all_data(probe_jobs):

@@ -76,6 +76,7 @@ class RankProbe(AutoEncoder):
                 "metrics": {k: float(v) for k, v in trainer.callback_metrics.items()},
                 "world_size": trainer.world_size,
                 "log_dir": trainer.log_dir,
+                "threads": torch.get_num_threads(),
             },
             Path(trainer.default_root_dir) / f"probe_rank{self.global_rank}.pt",
         )

@@ -1,12 +1,16 @@
 """What trainkit's launchers tell each rank they start: the job's shape as one node sees it
 (``World``) and the environment variables made from it (``rank_env``), which the rank reads back
-(``env.detect_trainkit``). The re-executing and the spawning launcher both use these."""
+(``env.detect_trainkit``), and how many intra-op threads each rank takes. The re-executing and
+the spawning launcher both use these."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from trainkit.distributed.signals import LAUNCHED_ENV
+
+THREADS_ENV = "OMP_NUM_THREADS"
 
 
 @dataclass(frozen=True)
@@ -41,3 +45,14 @@ def rank_env(world: World, local_rank: int) -> dict[str, str]:
         "RANK": str(world.global_rank(local_rank)),
         "LOCAL_WORLD_SIZE": str(world.local_world_size),
     }
+
+
+def threads_per_rank(local_world_size: int) -> int:
+    """The CPUs this process may run on shared by the node's ranks (at least one each), as
+    torchrun and Lightning's launchers do: ranks that each take every core only wait on each
+    other's threads."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform
+        cpus = os.cpu_count() or 1
+    return max(1, cpus // local_world_size)
