@@ -75,7 +75,7 @@ def test_a_batch_script_of_a_job_with_two_tasks_says_to_use_srun():
 def test_a_rank_of_trainkits_launcher_inside_a_slurm_job_is_trainkits():
     # what trainkit's launcher gives its local rank 1 of 2 (rank_env), inside the job's variables
     launched = {**BATCH, "SLURM_NTASKS": "1", "TRAINKIT_ERROR_FILE": "/tmp/e"}
-    env = detect_environment({**launched, **rank_env(World(local_world_size=2), 1)})
+    env = detect_environment({**launched, **rank_env(World(local_world_size=2), 1, launched)})
     assert (env.name, env.global_rank) == ("trainkit", 1)
 
 

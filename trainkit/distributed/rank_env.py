@@ -6,6 +6,7 @@ the spawning launcher both use these."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from trainkit.distributed.signals import LAUNCHED_ENV
@@ -32,10 +33,12 @@ class World:
         return self.node_rank * self.local_world_size + local_rank
 
 
-def rank_env(world: World, local_rank: int) -> dict[str, str]:
+def rank_env(world: World, local_rank: int, inherited: Mapping[str, str]) -> dict[str, str]:
     """``MASTER_ADDR MASTER_PORT WORLD_SIZE NODE_RANK LOCAL_RANK RANK LOCAL_WORLD_SIZE`` of one
-    local rank of ``world``, and the mark that trainkit's launcher started it."""
-    return {
+    local rank of ``world``, the mark that trainkit's launcher started it, and, unless the
+    ``inherited`` environment sets it (the user's choice stands), ``OMP_NUM_THREADS``: the rank's
+    share of the CPUs."""
+    env = {
         LAUNCHED_ENV: "1",
         "MASTER_ADDR": world.main_address,
         "MASTER_PORT": str(world.main_port),
@@ -45,6 +48,9 @@ def rank_env(world: World, local_rank: int) -> dict[str, str]:
         "RANK": str(world.global_rank(local_rank)),
         "LOCAL_WORLD_SIZE": str(world.local_world_size),
     }
+    if THREADS_ENV not in inherited:
+        env[THREADS_ENV] = str(threads_per_rank(world.local_world_size))
+    return env
 
 
 def threads_per_rank(local_world_size: int) -> int:

@@ -24,7 +24,7 @@ from trainkit.distributed.error_file import (
 from trainkit.distributed.launchers.job_nodes import JobNodes
 from trainkit.distributed.launchers.node_report import lost_contact, timed_out
 from trainkit.distributed.rank_board import behind, create_board, explain, read_board
-from trainkit.distributed.rank_env import THREADS_ENV, World, rank_env, threads_per_rank
+from trainkit.distributed.rank_env import World, rank_env
 from trainkit.distributed.scratch import scratch_folder
 from trainkit.distributed.signals import (
     ABORT_FILE_ENV,
@@ -53,9 +53,7 @@ def build_rank_command(
     error_dir: str | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The argv and environment of one local rank (pure: no side effects)."""
-    child_env = {**env, **rank_env(world, local_rank)}
-    if THREADS_ENV not in env:  # the user's choice stands
-        child_env[THREADS_ENV] = str(threads_per_rank(world.local_world_size))
+    child_env = {**env, **rank_env(world, local_rank, env)}
     if error_dir is not None:
         child_env[ERROR_FILE_ENV] = str(Path(error_dir) / f"rank{local_rank}.json")
         child_env[ABORT_FILE_ENV] = str(Path(error_dir) / "abort")

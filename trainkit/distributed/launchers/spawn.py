@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from trainkit.distributed.comm import set_rank
 from trainkit.distributed.env import NodePlacement, detect_trainkit
 from trainkit.distributed.ports import find_free_port
-from trainkit.distributed.rank_env import THREADS_ENV, World, rank_env, threads_per_rank
+from trainkit.distributed.rank_env import THREADS_ENV, World, rank_env
 from trainkit.distributed.scratch import scratch_folder
 from trainkit.errors import MisconfigurationError
 
@@ -109,11 +109,10 @@ def _run_rank(
 ) -> None:
     import torch
 
-    if THREADS_ENV not in os.environ:  # the user's choice stands
-        threads = threads_per_rank(world.local_world_size)
-        os.environ[THREADS_ENV] = str(threads)
-        torch.set_num_threads(threads)  # this process read the variable before it was set
-    os.environ.update(rank_env(world, local_rank))
+    env = rank_env(world, local_rank, os.environ)
+    os.environ.update(env)
+    if THREADS_ENV in env:  # this process read the variable before it was set
+        torch.set_num_threads(int(env[THREADS_ENV]))
     set_rank(int(os.environ["RANK"]))  # a forked rank inherited its parent's
     placed = detect_trainkit(os.environ)  # these variables, whatever job (SLURM...) it runs in
     assert placed is not None
