@@ -21,6 +21,7 @@ from trainkit.cli.input_limits import check_config_inputs
 from trainkit.cli.lightning_parsing import CLIParserSetup, trainkit_trainer
 from trainkit.cli.run_options import DRY_RUN
 from trainkit.cli.save_config import SaveConfigCallback
+from trainkit.utilities.collection import rare_collections
 
 if TYPE_CHECKING:
     from jsonargparse import Namespace
@@ -74,48 +75,49 @@ class LightningCLI(CLIParserSetup):
         load_from_checkpoint_support: Accepted for Lightning's signature; hyperparameters are
             what the classes' __init__ receives.
         """
-        self.configure_options(
-            model_class,
-            datamodule_class,
-            save_config_callback,
-            save_config_kwargs,
-            trainer_class,
-            trainer_defaults,
-            seed_everything_default,
-            parser_kwargs,
-            parser_class,
-            subclass_mode_model,
-            subclass_mode_data,
-            auto_configure_optimizers,
-            load_from_checkpoint_support,
-        )
-        argv = (
-            None
-            if isinstance(args, dict) or hasattr(args, "as_dict")
-            else list(sys.argv[1:] if args is None else args)
-        )
-        self.subcommand, after = self._requested_subcommand(argv, args) if run else (None, argv)
-        self.trainer_class = self.trainer_class or trainkit_trainer()  # after a cheap --help
-        self.help_hint = f"see {' '.join(filter(None, (self.prog, self.subcommand)))} --help"
-        main_kwargs, subparser_kwargs = self._setup_parser_kwargs(self.parser_kwargs)
-        one_line = functools.partial(
-            one_line_parse_errors, self.prog, argv or [], self.help_hint, self._known_parser
-        )
-        with one_line():
-            apply_import_policy()  # what a class_path may import
-            if argv:  # sizes, depth, alias and interpolation expansion, before any YAML parser
-                check_config_inputs(argv)
-            self.setup_parser(run, main_kwargs, subparser_kwargs)
-            if after is not None and wants_help(after):
-                print_help_with_classes(self._parser(self.subcommand), after)
-            self.parse_arguments(self.parser, typed_device_options(argv) if argv else args)
-        self.subcommand = self.config["subcommand"] if run else None
-        with one_line():
-            self.set_seed()
-        self.before_instantiate_classes()
-        with one_line():
-            self.instantiate_classes()
-        self.after_instantiate_classes()
+        with rare_collections():  # start-up: torch and the classes import, the objects build
+            self.configure_options(
+                model_class,
+                datamodule_class,
+                save_config_callback,
+                save_config_kwargs,
+                trainer_class,
+                trainer_defaults,
+                seed_everything_default,
+                parser_kwargs,
+                parser_class,
+                subclass_mode_model,
+                subclass_mode_data,
+                auto_configure_optimizers,
+                load_from_checkpoint_support,
+            )
+            argv = (
+                None
+                if isinstance(args, dict) or hasattr(args, "as_dict")
+                else list(sys.argv[1:] if args is None else args)
+            )
+            self.subcommand, after = self._requested_subcommand(argv, args) if run else (None, argv)
+            self.trainer_class = self.trainer_class or trainkit_trainer()  # after a cheap --help
+            self.help_hint = f"see {' '.join(filter(None, (self.prog, self.subcommand)))} --help"
+            main_kwargs, subparser_kwargs = self._setup_parser_kwargs(self.parser_kwargs)
+            one_line = functools.partial(
+                one_line_parse_errors, self.prog, argv or [], self.help_hint, self._known_parser
+            )
+            with one_line():
+                apply_import_policy()  # what a class_path may import
+                if argv:  # sizes, depth, alias and interpolation expansion, before any YAML parser
+                    check_config_inputs(argv)
+                self.setup_parser(run, main_kwargs, subparser_kwargs)
+                if after is not None and wants_help(after):
+                    print_help_with_classes(self._parser(self.subcommand), after)
+                self.parse_arguments(self.parser, typed_device_options(argv) if argv else args)
+            self.subcommand = self.config["subcommand"] if run else None
+            with one_line():
+                self.set_seed()
+            self.before_instantiate_classes()
+            with one_line():
+                self.instantiate_classes()
+            self.after_instantiate_classes()
         if self.subcommand is not None:
             self._run_subcommand(self.subcommand)
 

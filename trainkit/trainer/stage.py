@@ -25,6 +25,7 @@ from trainkit.state import Hooks, LoopLimits, Metrics, RunState
 from trainkit.strategies import Strategy
 from trainkit.strategies.precision import Precision
 from trainkit.trainer.arguments import sort_callbacks
+from trainkit.utilities.collection import rare_collections
 
 
 def new_run_state(
@@ -222,15 +223,16 @@ def setup_model_and_optimizers(state: RunState) -> None:
     module, strategy = state.require_module(), state.strategy
     if state.compile_options is not None:
         compile_forward(module, state.compile_options)
-    wrapped = strategy.setup_module(module)
-    if module.automatic_optimization or defines_optimizers(module):
-        state.optimizers, state.lr_scheduler_configs = parse_optimizers(
-            module.configure_optimizers()
+    with rare_collections():  # the strategy's wrapper and the optimizers import torch._dynamo
+        wrapped = strategy.setup_module(module)
+        if module.automatic_optimization or defines_optimizers(module):
+            state.optimizers, state.lr_scheduler_configs = parse_optimizers(
+                module.configure_optimizers()
+            )
+        state.optimizer_types = [type(optimizer) for optimizer in state.optimizers]
+        state.wrapped, state.optimizers = strategy.setup_optimizers(
+            wrapped, state.optimizers, state.lr_scheduler_configs
         )
-    state.optimizer_types = [type(optimizer) for optimizer in state.optimizers]
-    state.wrapped, state.optimizers = strategy.setup_optimizers(
-        wrapped, state.optimizers, state.lr_scheduler_configs
-    )
     if module.automatic_optimization and len(state.optimizers) > 1:
         raise MisconfigurationError(
             f"{len(state.optimizers)} optimizers need manual optimization: set "
