@@ -20,6 +20,7 @@ import yaml
 
 from tests.conftest import REPO, cli_env
 from tests.helpers.pace import wall
+from tests.helpers.session_runs import made_once
 from tests.reliability.conftest import straight_run  # noqa: F401  (the never-interrupted run)
 from tests.reliability.runs import write_config
 from trainkit.distributed.ports import find_free_port
@@ -246,11 +247,11 @@ def one_cluster_per_test_run(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def exact_references(tmp_path_factory) -> dict[str, Path]:
-    """The two-node tests' references, made once: "1x4" and "1x1" last.ckpt
-    (tests/clusters/two_nodes.py)."""
+    """The two-node tests' references, made once in the session (the SLURM and the namespace
+    tests run in different workers): "1x4" and "1x1" last.ckpt (tests/clusters/two_nodes.py)."""
     from tests.clusters.two_nodes import reference_runs
 
-    return reference_runs(tmp_path_factory.mktemp("exact_references"))
+    return made_once(tmp_path_factory, "exact_references", reference_runs)
 
 
 @pytest.fixture(scope="session")
