@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers.models import Regression, regression_loader
 from trainkit.cli import LightningCLI
-from trainkit.utilities.collection import STARTUP_THRESHOLDS, rare_collections
+from trainkit.cycle_collector import STARTUP_THRESHOLDS, rare_collections
 
 DEFAULT = (700, 10, 10)
 

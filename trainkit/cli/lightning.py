@@ -21,7 +21,7 @@ from trainkit.cli.input_limits import check_config_inputs
 from trainkit.cli.lightning_parsing import CLIParserSetup, trainkit_trainer
 from trainkit.cli.run_options import DRY_RUN
 from trainkit.cli.save_config import SaveConfigCallback
-from trainkit.utilities.collection import rare_collections
+from trainkit.cycle_collector import rare_collections
 
 if TYPE_CHECKING:
     from jsonargparse import Namespace

@@ -10,6 +10,7 @@ import torch
 
 from trainkit.callbacks.base import Callback, overrides
 from trainkit.compiling import compile_forward, restore_forward
+from trainkit.cycle_collector import rare_collections
 from trainkit.datamodule import DataModule
 from trainkit.distributed.rank_board import RankBoard
 from trainkit.errors import MisconfigurationError
@@ -25,7 +26,6 @@ from trainkit.state import Hooks, LoopLimits, Metrics, RunState
 from trainkit.strategies import Strategy
 from trainkit.strategies.precision import Precision
 from trainkit.trainer.arguments import sort_callbacks
-from trainkit.utilities.collection import rare_collections
 
 
 def new_run_state(

@@ -1,4 +1,4 @@
-"""Python's cycle collector while a run starts: rarer passes over the objects import makes."""
+"""Python's cycle collector while a run starts: rarer passes over the objects imports make."""
 
 from __future__ import annotations
 
