@@ -51,11 +51,12 @@ def test_the_block_collects_rarely_and_the_schedule_comes_back_even_after_an_err
     assert gc.get_threshold() == DEFAULT
 
 
-def test_a_schedule_already_as_rare_is_the_users_and_stays():
-    gc.set_threshold(100_000, 5, 5)
+@pytest.mark.parametrize("users", [(100_000, 5, 5), (0, 10, 10)], ids=["rarer", "off"])
+def test_a_schedule_already_as_rare_or_switched_off_is_the_users_and_stays(users):
+    gc.set_threshold(*users)
     with rare_collections():
-        assert gc.get_threshold() == (100_000, 5, 5)
-    assert gc.get_threshold() == (100_000, 5, 5)
+        assert gc.get_threshold() == users
+    assert gc.get_threshold() == users
 
 
 def test_a_fit_makes_its_optimizers_collecting_rarely_and_steps_on_the_users_schedule(

@@ -16,9 +16,10 @@ def rare_collections() -> Iterator[None]:
     (which DDP and every optimizer import), makes hundreds of thousands of objects that live as
     long as the process; at the default schedule the collector walks them again and again, a
     fifth of a rank's start-up. Cycles the block leaves are still collected, only later. A
-    schedule already this rare (the user's own, or an enclosing block's) is left as it is."""
+    schedule already this rare (the user's own, or an enclosing block's), or none (threshold
+    0: automatic collection off), is left as it is."""
     before = gc.get_threshold()
-    if before[0] >= STARTUP_THRESHOLDS[0]:
+    if before[0] == 0 or before[0] >= STARTUP_THRESHOLDS[0]:
         yield
         return
     gc.set_threshold(*STARTUP_THRESHOLDS)
