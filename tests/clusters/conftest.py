@@ -246,12 +246,12 @@ def one_cluster_per_test_run(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def exact_references(tmp_path_factory) -> dict[str, Path]:
+def exact_references(tmp_path_factory, worker_id) -> dict[str, Path]:
     """The two-node tests' references, made once in the session (the SLURM and the namespace
     tests run in different workers): "1x4" and "1x1" last.ckpt (tests/clusters/two_nodes.py)."""
     from tests.clusters.two_nodes import reference_runs
 
-    return made_once(tmp_path_factory, "exact_references", reference_runs)
+    return made_once(tmp_path_factory, worker_id, "exact_references", reference_runs)
 
 
 @pytest.fixture(scope="session")

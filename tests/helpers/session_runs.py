@@ -12,16 +12,17 @@ from filelock import FileLock
 
 def made_once(
     tmp_path_factory: pytest.TempPathFactory,
+    worker_id: str,
     name: str,
     make: Callable[[Path], dict[str, Path]],
 ) -> dict[str, Path]:
     """``make(folder)``'s files, made once per session: under pytest-xdist the first worker to
     ask makes them in the folder all workers share (the parent of each one's base temp), the
-    others wait on a lock and read the paths it wrote; without workers, made here."""
-    base = tmp_path_factory.getbasetemp()
-    if not base.name.startswith("popen-gw"):  # no workers: this session's own folder
+    others wait on a lock and read the paths it wrote; without workers (``worker_id``, the
+    pytest-xdist fixture, is "master"), made here."""
+    if worker_id == "master":
         return make(tmp_path_factory.mktemp(name))
-    shared = base.parent / name
+    shared = tmp_path_factory.getbasetemp().parent / name
     record = shared / "made.json"
     with FileLock(str(shared) + ".lock"):
         if not record.is_file():
