@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.helpers import warm_python
 from tests.helpers.pace import Pace, wall
 
 REPO = Path(__file__).resolve().parents[1]
@@ -119,6 +120,8 @@ def make_trainer(tmp_path):
 
 
 def cli_env(**extra: str) -> dict[str, str]:
+    """The environment of a trainkit command a test starts: this process's, with the repository
+    on PYTHONPATH, no rank variables, and ``extra``."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     for key in (
@@ -142,12 +145,11 @@ def run_trainkit(
     *args: str, cwd: Path, timeout: float | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
     """Run ``python -m trainkit ARGS`` in ``cwd`` and wait (by default 120 s on a quiet machine);
-    returns the CompletedProcess."""
-    return subprocess.run(
+    returns the CompletedProcess. Started from the worker's warm interpreter where it can be
+    (tests/helpers/warm_python.py)."""
+    return warm_python.run(
         [sys.executable, "-m", "trainkit", *args],
         cwd=cwd,
-        capture_output=True,
-        text=True,
         timeout=wall(120) if timeout is None else timeout,
         env=env or cli_env(),
     )
@@ -171,7 +173,14 @@ def autoencoder_config():
 
 
 def processes_mentioning(marker: str) -> list[psutil.Process]:
+    """Running processes whose command line mentions ``marker``, with those the warm interpreter
+    started (their command line is the warm interpreter's)."""
     found = []
+    for pid in warm_python.running_mentioning(marker):
+        try:
+            found.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            continue
     for proc in psutil.process_iter(["cmdline"]):
         try:
             if any(marker in part for part in proc.info["cmdline"] or ()):
@@ -206,7 +215,7 @@ def start_cli(tmp_path, no_leftovers):
     started: list[subprocess.Popen] = []
 
     def start(*args: str, root=None, env=None) -> subprocess.Popen:
-        proc = subprocess.Popen(
+        proc = warm_python.WarmPopen(
             [
                 sys.executable,
                 "-m",
