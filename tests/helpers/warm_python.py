@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import inspect
 import json
 import os
 import socket
@@ -42,6 +43,8 @@ RUNTIME_KEYS = (
 )
 IMPORT_TIME_TRAINKIT_KEYS = ("TRAINKIT_IMPORT_ALLOWLIST",)
 MESSAGE_BYTES = 1 << 20
+# the arguments Popen passes to its _execute_child, by name, as this Python's subprocess has them
+EXECUTE_CHILD_PARAMETERS = tuple(inspect.signature(subprocess.Popen._execute_child).parameters)[1:]  # type: ignore[attr-defined]
 
 
 def differs_only_at_runtime(env: Mapping[str, str], base: Mapping[str, str]) -> bool:
@@ -290,75 +293,30 @@ class WarmPopen(subprocess.Popen):
         """Whether the warm interpreter started this command (else a new interpreter did)."""
         return self._warm_from is not None
 
-    def _execute_child(  # type: ignore[override]
-        self,
-        args,
-        executable,
-        preexec_fn,
-        close_fds,
-        pass_fds,
-        cwd,
-        env,
-        startupinfo,
-        creationflags,
-        shell,
-        p2cread,
-        p2cwrite,
-        c2pread,
-        c2pwrite,
-        errread,
-        errwrite,
-        restore_signals,
-        gid,
-        gids,
-        uid,
-        umask,
-        start_new_session,
-        process_group,
-    ):
-        env = dict(os.environ if env is None else env)
-        command = list(args) if isinstance(args, (list, tuple)) else None
-        plain = not (shell or preexec_fn or pass_fds or executable or gid or gids or uid)
-        plain = plain and os.environ.get(SWITCH, "1") != "0"
+    def _execute_child(self, *popen_args: Any) -> None:
+        """Popen's start of the child (its arguments by name: ``EXECUTE_CHILD_PARAMETERS``)."""
+        call = dict(zip(EXECUTE_CHILD_PARAMETERS, popen_args, strict=True))
+        env = dict(os.environ if call["env"] is None else call["env"])
+        command = call["args"] if isinstance(call["args"], (list, tuple)) else None
+        ordinary = ("shell", "preexec_fn", "pass_fds", "executable", "gid", "gids", "uid")
         if (
-            plain
+            os.environ.get(SWITCH, "1") != "0"
+            and not any(call[name] for name in ordinary)
             and command is not None
-            and command[:3] == [sys.executable, "-m", "trainkit"]
-            and umask < 0
-            and process_group in (None, -1)
+            and list(command[:3]) == [sys.executable, "-m", "trainkit"]
+            and call["umask"] < 0
+            and call.get("process_group") in (None, -1)
         ):
             warm = warm_interpreter(_warm_base_env())
             if differs_only_at_runtime(env, warm.env):
+                streams = [call["p2cread"], call["c2pwrite"], call["errwrite"]]
                 self._start_warm(
-                    warm, command[3:], cwd, env, start_new_session, p2cread, c2pwrite, errwrite
+                    warm, command[3:], call["cwd"], env, call["start_new_session"], *streams
                 )
-                self._close_pipe_fds(p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite)
+                pipes = ("p2cread", "p2cwrite", "c2pread", "c2pwrite", "errread", "errwrite")
+                self._close_pipe_fds(*(call[name] for name in pipes))  # type: ignore[attr-defined]
                 return
-        super()._execute_child(  # type: ignore[misc]
-            args,
-            executable,
-            preexec_fn,
-            close_fds,
-            pass_fds,
-            cwd,
-            env,
-            startupinfo,
-            creationflags,
-            shell,
-            p2cread,
-            p2cwrite,
-            c2pread,
-            c2pwrite,
-            errread,
-            errwrite,
-            restore_signals,
-            gid,
-            gids,
-            uid,
-            umask,
-            start_new_session,
-            process_group,
-        )
+        super()._execute_child(*popen_args)  # type: ignore[misc]
 
     def _start_warm(self, warm, args, cwd, env, new_session, stdin, stdout, stderr) -> None:
         streams = [stdin, stdout, stderr]
