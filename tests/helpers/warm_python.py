@@ -49,7 +49,7 @@ EXECUTE_CHILD_PARAMETERS = tuple(inspect.signature(subprocess.Popen._execute_chi
 
 def differs_only_at_runtime(env: Mapping[str, str], base: Mapping[str, str]) -> bool:
     """Whether ``env`` differs from ``base`` only in variables read after start-up."""
-    for key in set(env) ^ set(base) | {k for k in env if k in base and env[k] != base[k]}:
+    for key in {k for k in env.keys() | base.keys() if env.get(k) != base.get(k)}:
         trainkit_key = key.startswith("TRAINKIT_") and key not in IMPORT_TIME_TRAINKIT_KEYS
         if not (trainkit_key or key in RUNTIME_KEYS):
             return False
@@ -61,6 +61,7 @@ def differs_only_at_runtime(env: Mapping[str, str], base: Mapping[str, str]) -> 
 
 def serve(fd: int) -> None:
     """The warm interpreter's loop: import torch, then fork a child per request on ``fd``."""
+    import selectors
     import signal
 
     import jsonargparse  # noqa: F401
@@ -75,8 +76,6 @@ def serve(fd: int) -> None:
     os.set_blocking(wakeup_write, False)
     signal.set_wakeup_fd(wakeup_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    import selectors
-
     selector = selectors.DefaultSelector()
     selector.register(channel, selectors.EVENT_READ)
     selector.register(wakeup_read, selectors.EVENT_READ)
@@ -140,7 +139,7 @@ def _become(request: dict[str, Any], fds: list[int], base_path: list[str]) -> No
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    python_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    python_path = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     sys.path[:] = [os.getcwd(), *(os.path.abspath(p) for p in python_path), *base_path]
     importlib.invalidate_caches()
     random.seed()  # a new interpreter seeds from the OS, as here
@@ -156,10 +155,9 @@ def _become(request: dict[str, Any], fds: list[int], base_path: list[str]) -> No
     except BaseException as error:  # reported as the interpreter reports it, from runpy on
         sys.excepthook(type(error), error, error.__traceback__.tb_next)  # type: ignore[union-attr]
         if isinstance(error, KeyboardInterrupt):  # the interpreter ends by SIGINT, after exit
-            import atexit as exits
             import signal
 
-            exits._run_exitfuncs()
+            atexit._run_exitfuncs()  # type: ignore[attr-defined]
             sys.stdout.flush()
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGINT)
