@@ -12,10 +12,8 @@ import psutil
 import pytest
 
 from tests.helpers import warm_python
+from tests.helpers.command_env import REPO, cli_env
 from tests.helpers.pace import Pace, wall
-
-REPO = Path(__file__).resolve().parents[1]
-
 
 # the full tier's tests: they start interpreters, ranks, clusters or servers
 SLOW_FOLDERS = {"distributed", "clusters", "reliability", "compat"}
@@ -117,28 +115,6 @@ def make_trainer(tmp_path):
         return Trainer(**options)
 
     return make
-
-
-def cli_env(**extra: str) -> dict[str, str]:
-    """The environment of a trainkit command a test starts: this process's, with the repository
-    on PYTHONPATH, no rank variables, and ``extra``."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    for key in (
-        "RANK",
-        "LOCAL_RANK",
-        "WORLD_SIZE",
-        "MASTER_ADDR",
-        "MASTER_PORT",
-        "TORCHELASTIC_RUN_ID",
-        "SLURM_NTASKS",
-        "OMPI_COMM_WORLD_SIZE",
-        "TRAINKIT_GLOBAL_SEED",
-        "NODE_RANK",
-    ):
-        env.pop(key, None)
-    env.update(extra)
-    return env
 
 
 def run_trainkit(

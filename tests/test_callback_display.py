@@ -78,7 +78,7 @@ def test_tqdm_progress_bar_draws_on_stdout(capsys):
 def test_tqdm_is_a_dependency_so_lightnings_default_bar_always_works():
     import tomllib
 
-    from tests.conftest import REPO
+    from tests.helpers.command_env import REPO
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert any(re.match(r"tqdm\b", spec) for spec in project["dependencies"])

@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from tests.conftest import REPO, cli_env
+from tests.helpers.command_env import REPO, cli_env
 from tests.helpers.pace import wall
 
 FAST = ["--trainer.max_epochs", "2", "--data.init_args.num_samples", "512"]

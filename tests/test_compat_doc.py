@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import re
 
-from tests.conftest import REPO
+from tests.helpers.command_env import REPO
 from trainkit import (
     CSVLogger,
     DataModule,

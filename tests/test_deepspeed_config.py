@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import cli_env
+from tests.helpers.command_env import cli_env
 from tests.helpers.pace import wall
 from trainkit.errors import ConfigError
 from trainkit.strategies.deepspeed import PRESETS, load_config

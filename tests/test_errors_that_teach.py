@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers.command_env import REPO
 from trainkit.cli import main
 
 CONFIG = str(REPO / "configs" / "autoencoder.yaml")

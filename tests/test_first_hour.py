@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli_env
+from tests.helpers.command_env import cli_env
 from tests.helpers.pace import wall
 
 pytestmark = pytest.mark.slow  # runs the installed console script in a new project

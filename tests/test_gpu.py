@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.conftest import REPO
+from tests.helpers.command_env import REPO
 from tests.helpers.models import Regression, regression_loader
 from tests.helpers.pace import wall
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import cli_env
+from tests.helpers.command_env import cli_env
 from trainkit.cli.import_policy import allowlist
 from trainkit.errors import ConfigError
 

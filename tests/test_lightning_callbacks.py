@@ -12,7 +12,7 @@ import sys
 import torch
 import yaml
 
-from tests.conftest import REPO, cli_env
+from tests.helpers.command_env import REPO, cli_env
 
 LIGHTNING_CALLBACKS = (
     "ModelCheckpoint",

@@ -13,7 +13,7 @@ import yaml
 from torch.utils.data import DataLoader, TensorDataset
 
 import trainkit as pl
-from tests.conftest import REPO
+from tests.helpers.command_env import REPO
 from trainkit.callbacks import Callback, EarlyStopping
 from trainkit.cli import (
     LightningArgumentParser,

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.conftest import REPO
+from tests.helpers.command_env import REPO
 from tests.helpers.hook_recording import Call, Recording, record_runs
 
 pl = pytest.importorskip(

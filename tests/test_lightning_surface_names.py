@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers.command_env import REPO
 
 pytestmark = [
     pytest.mark.lightning,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import cli_env
+from tests.helpers.command_env import cli_env
 from tests.helpers.mlflow_server import mlflow_server
 from tests.helpers.models import Regression, regression_loader
 from tests.helpers.pace import wall

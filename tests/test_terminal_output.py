@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.conftest import cli_env
+from tests.helpers.command_env import cli_env
 from tests.helpers.pace import wall
 
 pytestmark = pytest.mark.slow  # runs the CLI under a pseudo-terminal

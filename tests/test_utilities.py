@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
-from tests.conftest import cli_env
+from tests.helpers.command_env import cli_env
 from tests.helpers.pace import wall
 from trainkit import TrainModule
 from trainkit.utilities import (

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from tests.conftest import cli_env
 from tests.helpers import warm_python
+from tests.helpers.command_env import cli_env
 from tests.helpers.pace import wall
 
 pytestmark = pytest.mark.timeout(120)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, cli_env
+from tests.helpers.command_env import REPO, cli_env
 from tests.helpers.pace import wall
 from tests.helpers.session_runs import made_once
 from tests.reliability.conftest import straight_run  # noqa: F401  (the never-interrupted run)

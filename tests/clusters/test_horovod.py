@@ -13,7 +13,8 @@ import pytest
 
 from tests.clusters.conftest import launch, trainkit_command
 from tests.clusters.two_nodes import exact_config
-from tests.conftest import cli_env, run_trainkit
+from tests.conftest import run_trainkit
+from tests.helpers.command_env import cli_env
 from tests.reliability.runs import assert_same_weights, checkpoints, write_config
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(240)]

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tests.clusters.conftest import cluster_config, launch, trainkit_command
-from tests.conftest import cli_env
+from tests.helpers.command_env import cli_env
 from tests.reliability.runs import assert_same_weights, checkpoints
 from trainkit.distributed.ports import find_free_port
 from trainkit.distributed.restarts import Restarts

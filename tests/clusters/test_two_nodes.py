@@ -28,7 +28,7 @@ from tests.clusters.two_nodes import (
     exact_config,
     ranks_ran,
 )
-from tests.conftest import cli_env
+from tests.helpers.command_env import cli_env
 from tests.helpers.pace import wall
 from tests.reliability.runs import checkpoints
 from trainkit import PREEMPTED_EXIT_CODE

@@ -30,7 +30,7 @@ from tests.clusters.two_nodes import (
     exact_config,
     ranks_ran,
 )
-from tests.conftest import cli_env
+from tests.helpers.command_env import cli_env
 from tests.helpers.pace import wall
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm, pytest.mark.timeout(300)]

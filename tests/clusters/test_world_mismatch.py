@@ -62,7 +62,7 @@ def refusals(request, tmp_path_factory):
     slurm = optional["slurm"]
     env = slurm.env if slurm else None
     if env is None:
-        from tests.conftest import cli_env
+        from tests.helpers.command_env import cli_env
 
         env = cli_env()
     procs = {

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REPO, cli_env
+from tests.helpers.command_env import REPO, cli_env
 
 PROGRAMS = Path(__file__).parent / "programs"
 

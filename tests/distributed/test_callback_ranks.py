@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.conftest import REPO
+from tests.helpers.command_env import REPO
 from tests.helpers.pace import wall
 
 CONFIG = str(REPO / "configs" / "autoencoder.yaml")

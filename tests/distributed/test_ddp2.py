@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.conftest import REPO, cli_env
+from tests.helpers.command_env import REPO, cli_env
 from tests.helpers.pace import wall
 from trainkit.distributed.ports import find_free_port
 

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import cli_env
+from tests.helpers.command_env import cli_env
 from tests.helpers.pace import wall
 
 SESSION = textwrap.dedent("""

@@ -9,7 +9,8 @@ import sys
 import pytest
 import torch
 
-from tests.conftest import REPO, run_trainkit
+from tests.conftest import run_trainkit
+from tests.helpers.command_env import REPO
 from tests.helpers.pace import wall
 
 CONFIG = str(REPO / "configs" / "pipeline.yaml")

@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from tests.conftest import REPO, cli_env
+from tests.helpers.command_env import REPO, cli_env
 from tests.helpers.pace import wall
 
 README = (REPO / "README.md").read_text()

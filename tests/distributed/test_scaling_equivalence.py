@@ -9,7 +9,7 @@ import re
 import pytest
 import torch
 
-from tests.conftest import REPO
+from tests.helpers.command_env import REPO
 from tests.helpers.pace import wall
 
 NEURON = str(REPO / "configs" / "neuron.yaml")

@@ -9,7 +9,8 @@ import shutil
 import pytest
 import torch
 
-from tests.conftest import REPO, run_trainkit
+from tests.conftest import run_trainkit
+from tests.helpers.command_env import REPO
 from tests.helpers.pace import wall
 from tests.helpers.probes import tensor_bytes
 from trainkit.checkpoint.files import find_checkpoint, load_checkpoint

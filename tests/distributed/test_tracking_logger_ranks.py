@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import REPO, cli_env
+from tests.helpers.command_env import REPO, cli_env
 from tests.helpers.pace import wall
 
 mlflow = pytest.importorskip("mlflow", reason="needs mlflow: pip install 'trainkit[mlflow]'")

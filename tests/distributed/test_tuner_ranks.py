@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.conftest import cli_env
+from tests.helpers.command_env import cli_env
 
 PROGRAM = """
 import json, sys

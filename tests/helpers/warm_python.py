@@ -29,6 +29,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from tests.helpers.command_env import cli_env
+
 SWITCH = "TESTS_WARM_PYTHON"  # "0": every command a new interpreter (to compare, or to rule it out)
 # keys whose value may differ from the warm interpreter's environment: read when the command
 # runs, not when torch or trainkit is imported (in-process tests leave the inductor's behind)
@@ -364,8 +366,6 @@ class WarmPopen(subprocess.Popen):
 def _warm_base_env() -> dict[str, str]:
     """The warm interpreter's environment: a command's, as the worker's environment is now (a
     command whose environment differs from it in what is read at import starts anew)."""
-    from tests.conftest import cli_env
-
     env = cli_env()
     env.pop("PYTEST_CURRENT_TEST", None)
     return env

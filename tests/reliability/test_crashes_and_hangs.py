@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.conftest import cli_env
+from tests.helpers.command_env import cli_env
 from tests.helpers.pace import wall
 from tests.reliability.runs import write_config
 from trainkit.distributed.ports import find_free_port

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import REPO, cli_env
+from tests.helpers.command_env import REPO, cli_env
 from tests.helpers.pace import wall
 from trainkit.cli import main
 

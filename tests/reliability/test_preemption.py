@@ -187,7 +187,7 @@ def test_a_stop_signal_after_the_checkpoint_was_saved_keeps_exit_75(tmp_path):
     signal ends the process with 75 (before, the default action ended it with 143)."""
     import subprocess
 
-    from tests.conftest import cli_env
+    from tests.helpers.command_env import cli_env
 
     marks = tmp_path / "marks"
     marks.mkdir()
