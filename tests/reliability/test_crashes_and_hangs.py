@@ -90,7 +90,9 @@ def test_a_collective_only_one_rank_calls_ends_the_job(tmp_path, start_cli, pace
 def test_a_rank_stuck_in_its_data_loader_is_named(tmp_path, start_cli, pace):
     config = write_config(tmp_path, devices=2, workers=1, data={"stall_rank": 1, "stall_after": 12})
     started = time.monotonic()
-    proc = start_cli("fit", "-c", str(config), env=cli_env(TRAINKIT_COLLECTIVE_TIMEOUT="4"))
+    # the ranks' data-loader workers die with the job and leave multiprocessing's temp folders
+    env = cli_env(TRAINKIT_COLLECTIVE_TIMEOUT="4", TMPDIR=str(tmp_path))
+    proc = start_cli("fit", "-c", str(config), env=env)
     code = proc.wait(timeout=wall(90))
     stderr = proc.stderr.read()
     assert code != 0
