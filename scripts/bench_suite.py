@@ -76,13 +76,16 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _processes_left(mark: str) -> list[str]:
-    """The suite's descendants still alive: processes whose environment carries its mark."""
-    left = []
-    for process in psutil.process_iter(["pid", "cmdline", "environ"]):
-        if (process.info["environ"] or {}).get(MARK) == mark:
-            left.append(f"{process.info['pid']} {' '.join(process.info['cmdline'] or [])[:120]}")
-    return left
+def _processes_left(mark: str, grace_s: float = 5.0) -> list[str]:
+    """The suite's descendants (their environment carries its mark) still alive after
+    ``grace_s`` seconds to finish exiting (one the suite killed at its very end may be)."""
+    marked = [
+        process
+        for process in psutil.process_iter(["pid", "cmdline", "environ"])
+        if (process.info["environ"] or {}).get(MARK) == mark
+    ]
+    _, alive = psutil.wait_procs(marked, timeout=grace_s)
+    return [f"{p.info['pid']} {' '.join(p.info['cmdline'] or [])[:120]}" for p in alive]
 
 
 def run_suite(pytest_args: list[str], busy: int) -> Run:
@@ -104,7 +107,6 @@ def run_suite(pytest_args: list[str], busy: int) -> Run:
         for spinner in spinners:
             spinner.kill()
             spinner.wait()
-    time.sleep(1)  # a process the suite killed at its very end is gone by now
     lines = suite.stdout.strip().splitlines()
     summary = next((line.strip("= ") for line in reversed(lines) if " in " in line), "no summary")
     if suite.returncode != 0:
