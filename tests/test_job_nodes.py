@@ -5,6 +5,7 @@ namespace: tests/clusters/test_two_nodes.py.) Also how gloo picks its interface.
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 from collections.abc import Iterator
@@ -13,7 +14,12 @@ import pytest
 
 from trainkit.distributed.env import ClusterEnvironment, node_placement
 from trainkit.distributed.launchers.job_nodes import JobNodes
-from trainkit.distributed.launchers.node_report import NodeAnswer, lost_contact, timed_out
+from trainkit.distributed.launchers.node_report import (
+    NodeAnswer,
+    lost_contact,
+    positions_of,
+    timed_out,
+)
 from trainkit.distributed.network import (
     GLOO_INTERFACE_ENV,
     address_towards,
@@ -210,3 +216,23 @@ def test_a_rank_behind_only_inside_an_all_reduce_waits_for_the_silent_node():
     assert line.startswith("a collective timed out with every rank of this node waiting (rank 0")
     assert line.endswith("node 1 (10.0.0.2) does not answer (timed out): the machine, or the "
                          "network to it, is down")  # fmt: skip
+
+
+def test_a_rank_that_raised_a_collective_timeout_inside_its_step_waits_for_the_silent_node():
+    """Node 1 cut off during DDP's buffer broadcast in forward: rank 0 had sent its buffers and
+    went on to backward, rank 1 raised the timeout inside training_step. It was inside a
+    collective (it raised its timeout), so it waits like rank 0: the silent node is the cause."""
+    answers = [NodeAnswer(1, "node 1 (10.0.0.2)", None, "timed out")]
+    own = [
+        RankPosition(0, BACKWARD, epoch=0, batch=1, seconds=5.2),
+        RankPosition(1, TRAINING_STEP, epoch=0, batch=1, seconds=6.2, in_collective=True),
+    ]
+    (line,) = timed_out(own, answers)
+    assert line == (
+        "a collective timed out with every rank of this node waiting (rank 0 in backward "
+        "(gradient all-reduce) (epoch 0, batch 1, for 5.2 s); rank 1 in training_step, inside a "
+        "collective (epoch 0, batch 1, for 6.2 s)): node 1 (10.0.0.2) does not answer (timed "
+        "out): the machine, or the network to it, is down"
+    )
+    status = {"ranks": [{**dataclasses.asdict(p), "exit": None} for p in own]}
+    assert positions_of(status) == own  # as another node's launcher receives it

@@ -14,7 +14,9 @@ import pytest
 
 from tests.helpers.pace import wall
 from trainkit.distributed.launchers.reexec import RankGroup
+from trainkit.distributed.rank_board import TRAINING_STEP, RankBoard
 from trainkit.distributed.rank_env import World
+from trainkit.distributed.signals import BOARD_ENV
 
 
 def _group(*scripts: str) -> RankGroup:
@@ -112,3 +114,19 @@ def test_a_collective_timeout_comes_before_the_connections_it_closed_on_its_way_
     _record_error(group, 0, time.time(), "RuntimeError: [gloo] Timed out waiting 5000ms for recv")
     _record_error(group, 1, time.time() - 0.5, closed)
     assert group._first_failure([0, 1, 2]) == 0
+
+
+def test_a_rank_that_raised_a_collective_timeout_is_placed_inside_a_collective(
+    cleanup, monkeypatch
+):
+    # the board shows training_step for both; only the one whose error is a timeout was waiting
+    group = _group("raise SystemExit(1)", "raise SystemExit(1)")
+    cleanup(group)
+    monkeypatch.setenv(BOARD_ENV, group.board)
+    for rank in (0, 1):
+        monkeypatch.setenv("LOCAL_RANK", str(rank))
+        RankBoard().mark(TRAINING_STEP, epoch=0, batch=1)
+    _record_error(group, 1, time.time(), "RuntimeError: [gloo] Timed out waiting 4000ms for send")
+    _record_error(group, 0, time.time(), "ValueError: boom")
+    assert [p.in_collective for p in group.positions()] == [False, True]
+    assert [r["in_collective"] for r in group.ranks_status()] == [False, True]

@@ -98,3 +98,12 @@ def test_on_several_nodes_a_rank_behind_inside_a_collective_waits_for_another_no
         "the late rank is on another node (its node's launcher names it)"
     )
     assert late_ranks(cut)[0] == [cut[1]]  # one node: nobody else to wait for, so it is late
+
+
+def test_a_rank_that_raised_a_collective_timeout_waited_whatever_its_phase():
+    # DDP broadcasts buffers inside training_step: the rank that timed out there was waiting
+    step = RankPosition(1, rank_board.TRAINING_STEP, 0, 1, seconds=6.0, in_collective=True)
+    assert step.waits_on_peers and step.doing == "training_step, inside a collective"
+    cut = [at(0, rank_board.BACKWARD, batch=1), step]
+    assert late_ranks(cut, other_nodes=True) == ([], cut)
+    assert late_ranks(cut)[0] == [step]  # one node: nobody else to wait for, so it is late

@@ -73,14 +73,18 @@ class RankPosition:
     epoch: int
     batch: int
     seconds: float  # how long it has been in that phase
+    # it raised a collective timeout: it waited on its peers, whatever its phase (DDP's buffer
+    # broadcast runs inside training_step)
+    in_collective: bool = False
 
     @property
     def doing(self) -> str:
-        return PHASES.get(self.phase, ("unknown", False))[0]
+        doing, waits = PHASES.get(self.phase, ("unknown", False))
+        return f"{doing}, inside a collective" if self.in_collective and not waits else doing
 
     @property
     def waits_on_peers(self) -> bool:
-        return PHASES.get(self.phase, ("unknown", False))[1]
+        return self.in_collective or PHASES.get(self.phase, ("unknown", False))[1]
 
     def describe(self, seconds: str | None = None) -> str:
         where = f"epoch {self.epoch}, batch {self.batch}, " if self.epoch >= 0 else ""

@@ -31,7 +31,14 @@ def node_name(node: int, host: str, address: str) -> str:
 def positions_of(status: dict[str, Any]) -> list[RankPosition]:
     """The rank positions a status carries."""
     return [
-        RankPosition(r["rank"], r["phase"], r["epoch"], r["batch"], r["seconds"])
+        RankPosition(
+            r["rank"],
+            r["phase"],
+            r["epoch"],
+            r["batch"],
+            r["seconds"],
+            r.get("in_collective", False),
+        )
         for r in status.get("ranks", [])
         if "phase" in r
     ]

@@ -23,7 +23,14 @@ from trainkit.distributed.error_file import (
 )
 from trainkit.distributed.launchers.job_nodes import JobNodes
 from trainkit.distributed.launchers.node_report import lost_contact, timed_out
-from trainkit.distributed.rank_board import behind, create_board, explain, read_board
+from trainkit.distributed.rank_board import (
+    RankPosition,
+    behind,
+    create_board,
+    explain,
+    late_ranks,
+    read_board,
+)
 from trainkit.distributed.rank_env import World, rank_env
 from trainkit.distributed.scratch import scratch_folder
 from trainkit.distributed.signals import (
@@ -265,9 +272,19 @@ class RankGroup:
                 proc.kill()
                 proc.wait()
 
-    def ranks_status(self) -> list[dict[str, Any]]:
-        """Where each local rank is (the board) and its exit code if it ended."""
+    def positions(self) -> list[RankPosition]:
+        """Where each local rank is (the board), with the ranks that raised a collective
+        timeout marked as inside a collective, whatever phase the board shows for them."""
         positions = read_board(self.board, self.world.global_rank(0))
+        for local_rank, position in enumerate(positions):
+            error = self._error(local_rank)
+            if error and is_collective_timeout(error["traceback"]):
+                positions[local_rank] = dataclasses.replace(position, in_collective=True)
+        return positions
+
+    def ranks_status(self) -> list[dict[str, Any]]:
+        """Where each local rank is and its exit code if it ended."""
+        positions = self.positions()
         return [
             {**dataclasses.asdict(position), "exit": proc.poll()}
             for position, proc in zip(positions, self.procs)
@@ -294,10 +311,11 @@ class RankGroup:
         text = error["traceback"] if error else ""
         cause = f"rank {self.world.global_rank(local_rank)} {what}"
         cause += f" ({last_line_of(text)})" if error else ""
-        positions = read_board(self.board, self.world.global_rank(0))
+        positions = self.positions()
         timeout = bool(error) and is_collective_timeout(text)
         if timeout:
-            local = bool(behind(positions))  # all at one point: the late rank is elsewhere
+            # all at one point, or behind only inside a collective: the late rank is elsewhere
+            local = bool(late_ranks(positions, other_nodes=True)[0]) and bool(behind(positions))
         else:
             local = not is_communication_error(text) and code != 128 + signal.SIGABRT
         self.nodes.record_failure(cause, self.ranks_status(), local)
@@ -323,9 +341,8 @@ class RankGroup:
         late_named = any(line.startswith("a collective timed out") for line in self.node_lines)
         timeout = bool(error) and is_collective_timeout(error["traceback"] if error else "")
         if (timeout or code == 128 + signal.SIGABRT) and not late_named:
-            first = self.world.global_rank(0)
             explanation = explain(
-                read_board(self.board, first),
+                self.positions(),
                 timed_out=code != 128 + signal.SIGABRT,
                 other_nodes=self.world.num_nodes > 1,
             )
