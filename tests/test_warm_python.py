@@ -28,7 +28,8 @@ Path(os.environ["TRAINKIT_PROBE_FILE"]).write_text(json.dumps({
     "orig_argv": sys.orig_argv[1:],
     "path": sys.path[:2],
     "probe": os.environ.get("TRAINKIT_PROBE"),
-    "main": sys.modules["__main__"].__spec__.name,
+    "main": getattr(sys.modules["__main__"].__spec__, "name", None),
+    "executable": sys.executable,
     "random": random.random(),
     "pid": os.getpid(),
 }))
@@ -43,12 +44,15 @@ def warm_switched_on(monkeypatch):
     monkeypatch.setenv(warm_python.SWITCH, "1")
 
 
-def probe(tmp_path, name: str, **env: str) -> tuple[dict, subprocess.CompletedProcess, bool]:
-    """Run ``trainkit fit --model probe.Model`` in tmp_path; what the probe saw, the result, and
-    whether it ran in the warm interpreter."""
+def probe(
+    tmp_path, name: str, program: list[str] | None = None, **env: str
+) -> tuple[dict, subprocess.CompletedProcess, bool]:
+    """Run ``trainkit fit --model probe.Model`` (by default as ``python -m trainkit``) in
+    tmp_path; what the probe saw, the result, and whether it ran in the warm interpreter."""
     (tmp_path / "probe.py").write_text(PROBE)
     record = tmp_path / f"{name}.json"
-    args = [sys.executable, "-m", "trainkit", "fit", "--model", "probe.Model"]
+    program = program or [sys.executable, "-m", "trainkit"]
+    args = [*program, "fit", "--model", "probe.Model"]
     with warm_python.WarmPopen(
         args,
         cwd=tmp_path,
@@ -76,6 +80,21 @@ def test_a_warm_command_sees_what_a_new_interpreter_sees(tmp_path):
         assert seen["path"][0] == str(tmp_path)  # ``-m`` puts the folder first
         assert seen["probe"] == "seen" and seen["main"] == "trainkit.__main__"
     assert warm["path"] == cold["path"]
+    assert warm_result.returncode == cold_result.returncode == 2
+    assert warm_result.stdout == cold_result.stdout and warm_result.stderr == cold_result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(warm_python.console_script() is None, reason="trainkit is not installed here")
+def test_the_console_script_runs_warm_as_its_interpreter_would_run_it(tmp_path):
+    script = warm_python.console_script()
+    assert script is not None
+    warm, warm_result, started_warm = probe(tmp_path, "warm", [script])
+    cold, cold_result, started_cold = probe(tmp_path, "cold", [script], TKTEST_UNKNOWN="1")
+    assert started_warm and not started_cold
+    assert warm == {**cold, "random": warm["random"], "pid": warm["pid"]}
+    assert warm["orig_argv"] == [script, "fit", "--model", "probe.Model"]
+    assert warm["main"] is None  # a script, not a module: a launcher re-executes the file
     assert warm_result.returncode == cold_result.returncode == 2
     assert warm_result.stdout == cold_result.stdout and warm_result.stderr == cold_result.stderr
 

@@ -13,6 +13,7 @@ import pytest
 import torch
 import yaml
 
+from tests.helpers import warm_python
 from tests.helpers.command_env import REPO, cli_env
 from tests.helpers.pace import wall
 
@@ -31,7 +32,8 @@ def tour_commands() -> list[str]:
 
 def run(command: str, folder: Path) -> subprocess.CompletedProcess:
     """One README line: ``trainkit ARGS [> FILE]``, with the installed console script when
-    there is one (else ``python -m trainkit``)."""
+    there is one (else ``python -m trainkit``), started from the worker's warm interpreter
+    (tests/helpers/warm_python.py; a launcher's ranks re-execute the script anew)."""
     words = shlex.split(command)
     target = None
     if ">" in words:
@@ -39,14 +41,7 @@ def run(command: str, folder: Path) -> subprocess.CompletedProcess:
     assert words[0] == "trainkit"
     script = Path(sys.executable).with_name("trainkit")
     program = [str(script)] if script.exists() else [sys.executable, "-m", "trainkit"]
-    result = subprocess.run(
-        [*program, *words[1:]],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=wall(240),
-        env=cli_env(),
-    )
+    result = warm_python.run([*program, *words[1:]], cwd=folder, timeout=wall(240), env=cli_env())
     if target is not None:
         (folder / target).write_text(result.stdout)
     return result

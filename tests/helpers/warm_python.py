@@ -8,7 +8,12 @@ and runs ``trainkit`` as ``-m`` would, so that it is, from its first line, the p
 command would have started (its ranks, if it launches any, are new interpreters as always).
 PyTorch supports being forked after import (the DataLoader's workers are).
 
-``WarmPopen`` is a ``subprocess.Popen``: a command that is not ``python -m trainkit``, or whose
+The installed console script (``.venv/bin/trainkit ARGS``, as the README's commands type it) is
+served the same way: the child runs the script file as ``__main__``, as the interpreter its
+first line names would, so a launcher in it re-executes the script for its ranks.
+
+``WarmPopen`` is a ``subprocess.Popen``: a command that is neither ``python -m trainkit`` nor the
+console script, or whose
 environment differs from the warm interpreter's in anything read at import time (a rank
 variable, the import allowlist, a ``PYTHON*`` setting other than the path, a thread count, ...),
 is started the ordinary way (as every command is with ``TESTS_WARM_PYTHON=0``). The warm interpreter reports each child's wait status, which
@@ -126,10 +131,10 @@ def _base_sys_path() -> list[str]:
 
 def _become(request: dict[str, Any], fds: list[int], base_path: list[str]) -> None:
     """In the forked child: take the command's streams, folder, environment and arguments, and
-    run ``python -m trainkit`` (interpreter exit ends the child as it ends any process)."""
+    run ``python -m trainkit`` or the console script (interpreter exit ends the child as it ends
+    any process)."""
     import importlib
     import random
-    import runpy
 
     if request["new_session"]:
         os.setsid()
@@ -142,20 +147,28 @@ def _become(request: dict[str, Any], fds: list[int], base_path: list[str]) -> No
     os.environ.clear()
     os.environ.update(request["env"])
     python_path = os.environ.get("PYTHONPATH", "").split(os.pathsep)
-    sys.path[:] = [os.getcwd(), *(os.path.abspath(p) for p in python_path), *base_path]
+    script = request["script"]
+    # ``-m`` puts the working folder first; a script, the folder it really lies in
+    first = os.getcwd() if script is None else os.path.dirname(os.path.realpath(script))
+    sys.path[:] = [first, *(os.path.abspath(p) for p in python_path), *base_path]
     importlib.invalidate_caches()
     random.seed()  # a new interpreter seeds from the OS, as here
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
     _reopen_standard_streams()
-    sys.argv = ["-m", *request["args"]]
-    sys.orig_argv = [sys.executable, "-m", "trainkit", *request["args"]]
     try:
-        runpy._run_module_as_main("trainkit")
+        if script is None:
+            _run_trainkit_module(request["args"])
+        else:
+            _run_script(script, request["args"])
     except SystemExit:
         raise
-    except BaseException as error:  # reported as the interpreter reports it, from runpy on
-        sys.excepthook(type(error), error, error.__traceback__.tb_next)  # type: ignore[union-attr]
+    except BaseException as error:  # reported as the interpreter reports it: from runpy
+        # (``-m``) or the script's first line on, without this file's frames
+        trace = error.__traceback__
+        while trace is not None and trace.tb_frame.f_code.co_filename == __file__:
+            trace = trace.tb_next
+        sys.excepthook(type(error), error, trace)
         if isinstance(error, KeyboardInterrupt):  # the interpreter ends by SIGINT, after exit
             import signal
 
@@ -165,6 +178,67 @@ def _become(request: dict[str, Any], fds: list[int], base_path: list[str]) -> No
             os.kill(os.getpid(), signal.SIGINT)
         raise SystemExit(1) from None
     sys.exit(0)
+
+
+def _run_trainkit_module(args: list[str]) -> None:
+    """``python -m trainkit ARGS``."""
+    import runpy
+
+    sys.argv = ["-m", *args]
+    sys.orig_argv = [sys.executable, "-m", "trainkit", *args]
+    runpy._run_module_as_main("trainkit")  # type: ignore[attr-defined]
+
+
+def _run_script(script: str, args: list[str]) -> None:
+    """``SCRIPT ARGS`` as its first line's interpreter runs it: the file's code in ``__main__``
+    (no module spec), ``sys.argv[0]`` the script, ``sys.executable`` the interpreter it names."""
+    import builtins
+
+    with open(script, "rb") as file:
+        source = file.read()
+    interpreter = source.split(b"\n", 1)[0].removeprefix(b"#!").decode().strip()
+    sys.executable = interpreter
+    sys.argv = [script, *args]
+    sys.orig_argv = [interpreter, script, *args]
+    main = sys.modules["__main__"].__dict__
+    main.clear()
+    main.update(
+        __name__="__main__",
+        __file__=script,
+        __builtins__=builtins,
+        __doc__=None,
+        __spec__=None,
+        __loader__=None,
+        __package__=None,
+        __cached__=None,
+    )
+    exec(compile(source, script, "exec"), main)
+
+
+def console_script() -> str | None:
+    """The installed ``trainkit`` console script beside this interpreter, if there is one and
+    its first line names this interpreter (then the warm interpreter can stand in for it)."""
+    script = os.path.join(os.path.dirname(sys.executable), "trainkit")
+    try:
+        with open(script, "rb") as file:
+            first = file.readline()
+    except OSError:
+        return None
+    interpreter = first.removeprefix(b"#!").decode(errors="replace").strip()
+    if not first.startswith(b"#!") or not os.path.isfile(interpreter):
+        return None
+    return script if os.path.samefile(interpreter, sys.executable) else None
+
+
+def warm_entry(command: list[str]) -> tuple[str | None, list[str]] | None:
+    """``(script, args)`` for a command the warm interpreter can run (``script`` None for
+    ``python -m trainkit``), or None for any other command."""
+    if list(command[:3]) == [sys.executable, "-m", "trainkit"]:
+        return None, [str(arg) for arg in command[3:]]
+    script = console_script()
+    if command and script is not None and os.fspath(command[0]) == script:
+        return script, [str(arg) for arg in command[1:]]
+    return None
 
 
 def _reopen_standard_streams() -> None:
@@ -299,26 +373,24 @@ class WarmPopen(subprocess.Popen):
         env = dict(os.environ if call["env"] is None else call["env"])
         command = call["args"] if isinstance(call["args"], (list, tuple)) else None
         ordinary = ("shell", "preexec_fn", "pass_fds", "executable", "gid", "gids", "uid")
+        entry = warm_entry(list(command)) if command is not None else None
         if (
             os.environ.get(SWITCH, "1") != "0"
             and not any(call[name] for name in ordinary)
-            and command is not None
-            and list(command[:3]) == [sys.executable, "-m", "trainkit"]
+            and entry is not None
             and call["umask"] < 0
             and call.get("process_group") in (None, -1)
         ):
             warm = warm_interpreter(_warm_base_env())
             if differs_only_at_runtime(env, warm.env):
                 streams = [call["p2cread"], call["c2pwrite"], call["errwrite"]]
-                self._start_warm(
-                    warm, command[3:], call["cwd"], env, call["start_new_session"], *streams
-                )
+                self._start_warm(warm, entry, call["cwd"], env, call["start_new_session"], *streams)
                 pipes = ("p2cread", "p2cwrite", "c2pread", "c2pwrite", "errread", "errwrite")
                 self._close_pipe_fds(*(call[name] for name in pipes))  # type: ignore[attr-defined]
                 return
         super()._execute_child(*popen_args)  # type: ignore[misc]
 
-    def _start_warm(self, warm, args, cwd, env, new_session, stdin, stdout, stderr) -> None:
+    def _start_warm(self, warm, entry, cwd, env, new_session, stdin, stdout, stderr) -> None:
         streams = [stdin, stdout, stderr]
         opened = []
         for index, handle in enumerate(streams):
@@ -329,8 +401,10 @@ class WarmPopen(subprocess.Popen):
                 else:
                     handle = index
             streams[index] = handle
+        script, args = entry
         request = {
-            "args": [str(arg) for arg in args],
+            "script": script,
+            "args": args,
             "cwd": os.fspath(cwd) if cwd is not None else os.getcwd(),
             "env": env,
             "new_session": bool(new_session),
