@@ -124,6 +124,41 @@ def test_exit_codes_and_signals_reach_the_test_as_from_a_new_interpreter(tmp_pat
     assert proc.wait(timeout=wall(30)) == -signal.SIGKILL
 
 
+@pytest.mark.slow
+def test_a_python_file_and_a_thread_count_run_warm_as_a_new_interpreter_runs_them(tmp_path):
+    program = tmp_path / "program.py"
+    program.write_text(
+        '"""A program."""\nimport json, os, sys\nimport torch\n'
+        "print(json.dumps([__doc__, __name__, __file__, sys.argv, sys.orig_argv[1:], sys.path[0],"
+        " torch.get_num_threads(), __spec__]))\n"
+        "sys.exit(4)\n"
+    )
+    env = cli_env(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    seen = {}
+    # a variable read at import time (here an unknown one) makes it a new interpreter
+    for name, unknown in (("warm", {}), ("cold", {"TKTEST_UNKNOWN": "1"})):
+        with warm_python.WarmPopen(
+            [sys.executable, str(program), "a", "b"],
+            cwd=tmp_path,
+            env={**env, **unknown},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ) as proc:
+            started_warm = proc.warm
+            out, err = proc.communicate(timeout=wall(60))
+        assert started_warm == (name == "warm") and proc.returncode == 4, err
+        seen[name] = json.loads(out)
+    assert seen["warm"] == seen["cold"]
+    assert seen["warm"][2:6] == [
+        str(program),
+        [str(program), "a", "b"],
+        [str(program), "a", "b"],
+        str(tmp_path),
+    ]
+    assert seen["warm"][6] == 1  # one intra-op thread, as OMP_NUM_THREADS=1 asks
+
+
 @pytest.mark.parametrize("variable", ["RANK", "TRAINKIT_IMPORT_ALLOWLIST", "OMP_NUM_THREADS"])
 def test_a_variable_read_at_import_starts_a_new_interpreter(variable):
     base = cli_env()

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers import warm_python
 from tests.helpers.command_env import REPO, cli_env
 
 PROGRAMS = Path(__file__).parent / "programs"
@@ -58,13 +58,9 @@ def run_program(
         OMP_NUM_THREADS="1",
         MKL_NUM_THREADS="1",
     )
-    proc = subprocess.run(
-        [sys.executable, str(program), *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+    # from the worker's warm interpreter at one thread (tests/helpers/warm_python.py)
+    proc = warm_python.run(
+        [sys.executable, str(program), *args], cwd=tmp_path, env=env, timeout=timeout
     )
     assert proc.returncode == 0, f"{name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     return json.loads(result.read_text())

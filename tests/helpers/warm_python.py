@@ -8,16 +8,18 @@ and runs ``trainkit`` as ``-m`` would, so that it is, from its first line, the p
 command would have started (its ranks, if it launches any, are new interpreters as always).
 PyTorch supports being forked after import (the DataLoader's workers are).
 
-The installed console script (``.venv/bin/trainkit ARGS``, as the README's commands type it) is
-served the same way: the child runs the script file as ``__main__``, as the interpreter its
-first line names would, so a launcher in it re-executes the script for its ranks.
+The installed console script (``.venv/bin/trainkit ARGS``, as the README's commands type it) and
+``python FILE.py ARGS`` (the compatibility corpus's programs) are served the same way: the child
+runs the file's code as ``__main__``, as a new interpreter would, so a launcher in it
+re-executes the file for its ranks.
 
-``WarmPopen`` is a ``subprocess.Popen``: a command that is neither ``python -m trainkit`` nor the
-console script, or whose
+``WarmPopen`` is a ``subprocess.Popen``: any other command, or one whose
 environment differs from the warm interpreter's in anything read at import time (a rank
-variable, the import allowlist, a ``PYTHON*`` setting other than the path, a thread count, ...),
-is started the ordinary way (as every command is with ``TESTS_WARM_PYTHON=0``). The warm interpreter reports each child's wait status, which
-``poll`` and ``wait`` read instead of ``waitpid``.
+variable, the import allowlist, a ``PYTHON*`` setting other than the path, ...), is started
+the ordinary way (as every command is with ``TESTS_WARM_PYTHON=0``); a command that sets
+thread counts (``THREAD_KEYS``) starts from a warm interpreter started with them. The warm
+interpreter reports each child's wait status, which ``poll`` and ``wait`` read instead of
+``waitpid``.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ RUNTIME_KEYS = (
     "TORCHINDUCTOR_CACHE_DIR",
 )
 IMPORT_TIME_TRAINKIT_KEYS = ("TRAINKIT_IMPORT_ALLOWLIST",)
+# thread counts, read at import, that a command may set and still start warm: from a warm
+# interpreter of its own started with them (the compatibility corpus runs at one thread)
+THREAD_KEYS = ("MKL_NUM_THREADS", "OMP_NUM_THREADS")
 MESSAGE_BYTES = 1 << 20
 # the arguments Popen passes to its _execute_child, by name, as this Python's subprocess has them
 EXECUTE_CHILD_PARAMETERS = tuple(inspect.signature(subprocess.Popen._execute_child).parameters)[1:]  # type: ignore[attr-defined]
@@ -190,16 +195,17 @@ def _run_trainkit_module(args: list[str]) -> None:
 
 
 def _run_script(script: str, args: list[str]) -> None:
-    """``SCRIPT ARGS`` as its first line's interpreter runs it: the file's code in ``__main__``
-    (no module spec), ``sys.argv[0]`` the script, ``sys.executable`` the interpreter it names."""
+    """``python SCRIPT ARGS``, or the console script as the interpreter its first line names runs
+    it: the file's code in ``__main__`` (no module spec), ``sys.argv[0]`` the script."""
     import builtins
+    from importlib.machinery import SourceFileLoader
 
     with open(script, "rb") as file:
         source = file.read()
-    interpreter = source.split(b"\n", 1)[0].removeprefix(b"#!").decode().strip()
-    sys.executable = interpreter
+    if script == console_script():  # its first line names the interpreter that runs it
+        sys.executable = source.split(b"\n", 1)[0].removeprefix(b"#!").decode().strip()
+    sys.orig_argv = [sys.executable, script, *args]
     sys.argv = [script, *args]
-    sys.orig_argv = [interpreter, script, *args]
     main = sys.modules["__main__"].__dict__
     main.clear()
     main.update(
@@ -208,7 +214,7 @@ def _run_script(script: str, args: list[str]) -> None:
         __builtins__=builtins,
         __doc__=None,
         __spec__=None,
-        __loader__=None,
+        __loader__=SourceFileLoader("__main__", script),
         __package__=None,
         __cached__=None,
     )
@@ -231,13 +237,18 @@ def console_script() -> str | None:
 
 
 def warm_entry(command: list[str]) -> tuple[str | None, list[str]] | None:
-    """``(script, args)`` for a command the warm interpreter can run (``script`` None for
-    ``python -m trainkit``), or None for any other command."""
-    if list(command[:3]) == [sys.executable, "-m", "trainkit"]:
-        return None, [str(arg) for arg in command[3:]]
+    """``(script, args)`` for a command the warm interpreter can run: ``python -m trainkit``
+    (``script`` None), the console script, or ``python FILE.py`` (a program written for
+    trainkit or Lightning); None for any other command."""
+    words = [os.fspath(word) for word in command]
+    if words[:3] == [sys.executable, "-m", "trainkit"]:
+        return None, words[3:]
     script = console_script()
-    if command and script is not None and os.fspath(command[0]) == script:
-        return script, [str(arg) for arg in command[1:]]
+    if words and script is not None and words[0] == script:
+        return script, words[1:]
+    python_file = len(words) > 1 and words[0] == sys.executable and words[1].endswith(".py")
+    if python_file and os.path.isfile(words[1]):
+        return words[1], words[2:]
     return None
 
 
@@ -337,18 +348,28 @@ class _WarmInterpreter:
         self.process.wait()
 
 
-# this worker's warm interpreters, the current one last: an in-process test may leave a variable
-# behind in os.environ (mlflow does), after which a new one starts with the environment as it is
-# now; the earlier ones stay to report on the commands they started
+# this worker's warm interpreters: an in-process test may leave a variable behind in os.environ
+# (mlflow does), after which a new one starts with the environment as it is then; the earlier
+# ones stay to report on the commands they started
 _interpreters: list[_WarmInterpreter] = []
 
 
-def warm_interpreter(ambient: Mapping[str, str]) -> _WarmInterpreter:
-    """The warm interpreter for commands in the ``ambient`` environment (started when none was
-    started with it, ignoring what is read at run time)."""
-    if not _interpreters or not differs_only_at_runtime(ambient, _interpreters[-1].env):
-        _interpreters.append(_WarmInterpreter(ambient))
-        atexit.register(_interpreters[-1].close)
+def warm_interpreter(env: Mapping[str, str]) -> _WarmInterpreter | None:
+    """The warm interpreter that can start a command with ``env``: one started with the
+    worker's environment as it is now, plus the command's thread counts (``THREAD_KEYS``), if it
+    sets them (started when first needed); None where ``env`` differs from that in anything
+    else read at import (the command then starts anew)."""
+    wanted = _warm_base_env()
+    for key in THREAD_KEYS:
+        if key in env:
+            wanted[key] = env[key]
+    if not differs_only_at_runtime(env, wanted):
+        return None
+    for warm in reversed(_interpreters):
+        if differs_only_at_runtime(wanted, warm.env):
+            return warm
+    _interpreters.append(_WarmInterpreter(wanted))
+    atexit.register(_interpreters[-1].close)
     return _interpreters[-1]
 
 
@@ -381,8 +402,8 @@ class WarmPopen(subprocess.Popen):
             and call["umask"] < 0
             and call.get("process_group") in (None, -1)
         ):
-            warm = warm_interpreter(_warm_base_env())
-            if differs_only_at_runtime(env, warm.env):
+            warm = warm_interpreter(env)
+            if warm is not None:
                 streams = [call["p2cread"], call["c2pwrite"], call["errwrite"]]
                 self._start_warm(warm, entry, call["cwd"], env, call["start_new_session"], *streams)
                 pipes = ("p2cread", "p2cwrite", "c2pread", "c2pwrite", "errread", "errwrite")
