@@ -13,6 +13,7 @@ import pytest
 import torch
 import yaml
 
+from tests.helpers import warm_python
 from tests.helpers.command_env import REPO, cli_env
 from tests.helpers.pace import wall
 
@@ -210,7 +211,7 @@ def test_user_script_with_fixed_classes(tmp_path):
             cli_main()
     """)
     )
-    result = subprocess.run(
+    result = warm_python.run(  # started from the worker's warm interpreter
         [
             sys.executable,
             str(script),
@@ -224,8 +225,6 @@ def test_user_script_with_fixed_classes(tmp_path):
             "--trainer.default_root_dir",
             str(tmp_path),
         ],
-        capture_output=True,
-        text=True,
         cwd=tmp_path,
         env=cli_env(),
         timeout=wall(120),

@@ -4,7 +4,6 @@ own package next to the config, files teammates can read, and help that shows th
 
 from __future__ import annotations
 
-import os
 import stat
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import warm_python
 from tests.helpers.command_env import cli_env
 from tests.helpers.pace import wall
 
@@ -61,14 +61,12 @@ CONFIG = textwrap.dedent("""
 
 def console(*args: str, cwd: Path, umask: int | None = None) -> subprocess.CompletedProcess:
     """The installed ``trainkit`` console script, run in ``cwd``."""
-    return subprocess.run(
+    return warm_python.run(
         [str(CONSOLE_SCRIPT), *args],
         cwd=cwd,
-        capture_output=True,
-        text=True,
         timeout=wall(180),
         env=cli_env(),
-        preexec_fn=(lambda: os.umask(umask)) if umask is not None else None,
+        umask=-1 if umask is None else umask,
     )
 
 
@@ -95,11 +93,9 @@ def test_the_console_script_imports_the_users_package_and_writes_readable_files(
 
 
 def test_help_with_a_config_shows_the_configured_model_and_its_docstring(project):
-    result = subprocess.run(
+    result = warm_python.run(
         [sys.executable, "-m", "trainkit", "fit", "-c", "config.yaml", "--help"],
         cwd=project,
-        capture_output=True,
-        text=True,
         timeout=wall(120),
         env=cli_env(),
     )

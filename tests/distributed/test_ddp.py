@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers import warm_python
 from tests.helpers.command_env import REPO, cli_env
 from tests.helpers.pace import wall
 from trainkit.distributed.ports import find_free_port
@@ -244,10 +245,8 @@ if __name__ == "__main__":
 def test_a_script_can_fit_then_test(tmp_path, no_leftovers, strategy):
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(SCRIPT))
-    result = subprocess.run(
+    result = warm_python.run(
         [sys.executable, str(script), strategy, str(tmp_path)],
-        capture_output=True,
-        text=True,
         timeout=wall(140),
         env=cli_env(),
         cwd=tmp_path,

@@ -5,11 +5,11 @@ same learning rate and batch size, and the fit after tuning starts from the unto
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
 
+from tests.helpers import warm_python
 from tests.helpers.command_env import cli_env
 
 PROGRAM = """
@@ -84,13 +84,8 @@ with open(f"{OUT}/rank{trainer.global_rank}.json", "w") as file:
 def test_every_rank_ends_with_rank_zeros_lr_and_batch_size(tmp_path, no_leftovers):
     script = tmp_path / "tune.py"
     script.write_text(PROGRAM)
-    proc = subprocess.run(
-        [sys.executable, str(script), str(tmp_path)],
-        cwd=tmp_path,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=220,
+    proc = warm_python.run(
+        [sys.executable, str(script), str(tmp_path)], cwd=tmp_path, env=cli_env(), timeout=220
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]

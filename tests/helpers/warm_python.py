@@ -143,6 +143,8 @@ def _become(request: dict[str, Any], fds: list[int], base_path: list[str]) -> No
 
     if request["new_session"]:
         os.setsid()
+    if request["umask"] >= 0:
+        os.umask(request["umask"])
     for target, handle in enumerate(fds):
         os.dup2(handle, target)
     for handle in fds:
@@ -324,7 +326,7 @@ class _WarmInterpreter:
                 self.changed.wait_for(lambda: len(self.started) > count)
                 pid = self.started[count]
                 if pid >= 0 and pid not in self.statuses:
-                    self.commands[pid] = request["args"]
+                    self.commands[pid] = [request["script"] or "-m trainkit", *request["args"]]
         if pid < 0:
             raise RuntimeError("the warm interpreter ended (tests/helpers/warm_python.py)")
         return pid
@@ -399,19 +401,26 @@ class WarmPopen(subprocess.Popen):
             os.environ.get(SWITCH, "1") != "0"
             and not any(call[name] for name in ordinary)
             and entry is not None
-            and call["umask"] < 0
             and call.get("process_group") in (None, -1)
         ):
             warm = warm_interpreter(env)
             if warm is not None:
                 streams = [call["p2cread"], call["c2pwrite"], call["errwrite"]]
-                self._start_warm(warm, entry, call["cwd"], env, call["start_new_session"], *streams)
+                self._start_warm(
+                    warm,
+                    entry,
+                    call["cwd"],
+                    env,
+                    call["start_new_session"],
+                    call["umask"],
+                    *streams,
+                )
                 pipes = ("p2cread", "p2cwrite", "c2pread", "c2pwrite", "errread", "errwrite")
                 self._close_pipe_fds(*(call[name] for name in pipes))  # type: ignore[attr-defined]
                 return
         super()._execute_child(*popen_args)  # type: ignore[misc]
 
-    def _start_warm(self, warm, entry, cwd, env, new_session, stdin, stdout, stderr) -> None:
+    def _start_warm(self, warm, entry, cwd, env, new_session, umask, stdin, stdout, stderr) -> None:
         streams = [stdin, stdout, stderr]
         opened = []
         for index, handle in enumerate(streams):
@@ -429,6 +438,7 @@ class WarmPopen(subprocess.Popen):
             "cwd": os.fspath(cwd) if cwd is not None else os.getcwd(),
             "env": env,
             "new_session": bool(new_session),
+            "umask": umask,
         }
         try:
             self.pid = warm.start(request, streams)
