@@ -53,18 +53,21 @@ def probe(
     record = tmp_path / f"{name}.json"
     program = program or [sys.executable, "-m", "trainkit"]
     args = [*program, "fit", "--model", "probe.Model"]
+    env = cli_env(TRAINKIT_PROBE="seen", TRAINKIT_PROBE_FILE=str(record), **env)
+    result, warm = run_command(args, tmp_path, env)
+    return json.loads(record.read_text()), result, warm
+
+
+def run_command(
+    args: list[str], cwd, env: dict[str, str]
+) -> tuple[subprocess.CompletedProcess, bool]:
+    """Run ``args`` through ``WarmPopen``: the result, and whether it started warm."""
     with warm_python.WarmPopen(
-        args,
-        cwd=tmp_path,
-        env=cli_env(TRAINKIT_PROBE="seen", TRAINKIT_PROBE_FILE=str(record), **env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as proc:
         warm = proc.warm
         out, err = proc.communicate(timeout=wall(60))
-    result = subprocess.CompletedProcess(args, proc.returncode, out, err)
-    return json.loads(record.read_text()), result, warm
+    return subprocess.CompletedProcess(args, proc.returncode, out, err), warm
 
 
 @pytest.mark.slow
@@ -137,18 +140,10 @@ def test_a_python_file_and_a_thread_count_run_warm_as_a_new_interpreter_runs_the
     seen = {}
     # a variable read at import time (here an unknown one) makes it a new interpreter
     for name, unknown in (("warm", {}), ("cold", {"TKTEST_UNKNOWN": "1"})):
-        with warm_python.WarmPopen(
-            [sys.executable, str(program), "a", "b"],
-            cwd=tmp_path,
-            env={**env, **unknown},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        ) as proc:
-            started_warm = proc.warm
-            out, err = proc.communicate(timeout=wall(60))
-        assert started_warm == (name == "warm") and proc.returncode == 4, err
-        seen[name] = json.loads(out)
+        args = [sys.executable, str(program), "a", "b"]
+        result, started_warm = run_command(args, tmp_path, {**env, **unknown})
+        assert started_warm == (name == "warm") and result.returncode == 4, result.stderr
+        seen[name] = json.loads(result.stdout)
     assert seen["warm"] == seen["cold"]
     assert seen["warm"][2:6] == [
         str(program),
