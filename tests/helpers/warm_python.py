@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import inspect
 import json
 import os
@@ -34,7 +35,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from tests.helpers.command_env import cli_env
 
@@ -167,7 +168,7 @@ def _become(request: dict[str, Any], fds: list[int], base_path: list[str]) -> No
         if script is None:
             _run_trainkit_module(request["args"])
         else:
-            _run_script(script, request["args"])
+            _run_script(script, request["args"], request["executable"])
     except SystemExit:
         raise
     except BaseException as error:  # reported as the interpreter reports it: from runpy
@@ -196,17 +197,17 @@ def _run_trainkit_module(args: list[str]) -> None:
     runpy._run_module_as_main("trainkit")  # type: ignore[attr-defined]
 
 
-def _run_script(script: str, args: list[str]) -> None:
-    """``python SCRIPT ARGS``, or the console script as the interpreter its first line names runs
-    it: the file's code in ``__main__`` (no module spec), ``sys.argv[0]`` the script."""
+def _run_script(script: str, args: list[str], executable: str) -> None:
+    """``executable SCRIPT ARGS`` (``python FILE.py``, or the console script run by the
+    interpreter its first line names): the file's code in ``__main__`` (no module spec),
+    ``sys.argv[0]`` the script."""
     import builtins
     from importlib.machinery import SourceFileLoader
 
     with open(script, "rb") as file:
         source = file.read()
-    if script == console_script():  # its first line names the interpreter that runs it
-        sys.executable = source.split(b"\n", 1)[0].removeprefix(b"#!").decode().strip()
-    sys.orig_argv = [sys.executable, script, *args]
+    sys.executable = executable
+    sys.orig_argv = [executable, script, *args]
     sys.argv = [script, *args]
     main = sys.modules["__main__"].__dict__
     main.clear()
@@ -223,9 +224,19 @@ def _run_script(script: str, args: list[str]) -> None:
     exec(compile(source, script, "exec"), main)
 
 
-def console_script() -> str | None:
-    """The installed ``trainkit`` console script beside this interpreter, if there is one and
-    its first line names this interpreter (then the warm interpreter can stand in for it)."""
+class Entry(NamedTuple):
+    """What a warm child runs: ``script`` (None: ``-m trainkit``) with ``args``, as a new
+    ``executable`` would."""
+
+    script: str | None
+    args: list[str]
+    executable: str
+
+
+@functools.cache
+def _console_entry() -> tuple[str, str] | None:
+    """The installed ``trainkit`` console script beside this interpreter and the interpreter its
+    first line names, where that is this one (read once: pip wrote it before the session)."""
     script = os.path.join(os.path.dirname(sys.executable), "trainkit")
     try:
         with open(script, "rb") as file:
@@ -235,22 +246,29 @@ def console_script() -> str | None:
     interpreter = first.removeprefix(b"#!").decode(errors="replace").strip()
     if not first.startswith(b"#!") or not os.path.isfile(interpreter):
         return None
-    return script if os.path.samefile(interpreter, sys.executable) else None
+    return (script, interpreter) if os.path.samefile(interpreter, sys.executable) else None
 
 
-def warm_entry(command: list[str]) -> tuple[str | None, list[str]] | None:
-    """``(script, args)`` for a command the warm interpreter can run: ``python -m trainkit``
-    (``script`` None), the console script, or ``python FILE.py`` (a program written for
-    trainkit or Lightning); None for any other command."""
+def console_script() -> str | None:
+    """The installed ``trainkit`` console script, if the warm interpreter can stand in for the
+    interpreter its first line names."""
+    found = _console_entry()
+    return found[0] if found else None
+
+
+def warm_entry(command: list[str]) -> Entry | None:
+    """What the warm interpreter runs for ``command``: ``python -m trainkit``, the console
+    script, or ``python FILE.py`` (a program written for trainkit or Lightning); None for any
+    other command."""
     words = [os.fspath(word) for word in command]
     if words[:3] == [sys.executable, "-m", "trainkit"]:
-        return None, words[3:]
-    script = console_script()
-    if words and script is not None and words[0] == script:
-        return script, words[1:]
+        return Entry(None, words[3:], sys.executable)
+    console = _console_entry()
+    if words and console is not None and words[0] == console[0]:
+        return Entry(console[0], words[1:], console[1])
     python_file = len(words) > 1 and words[0] == sys.executable and words[1].endswith(".py")
     if python_file and os.path.isfile(words[1]):
-        return words[1], words[2:]
+        return Entry(words[1], words[2:], sys.executable)
     return None
 
 
@@ -431,10 +449,10 @@ class WarmPopen(subprocess.Popen):
                 else:
                     handle = index
             streams[index] = handle
-        script, args = entry
         request = {
-            "script": script,
-            "args": args,
+            "script": entry.script,
+            "args": entry.args,
+            "executable": entry.executable,
             "cwd": os.fspath(cwd) if cwd is not None else os.getcwd(),
             "env": env,
             "new_session": bool(new_session),
