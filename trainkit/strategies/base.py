@@ -31,13 +31,16 @@ NO_CLUSTER = ClusterEnvironment("none")
 @dataclasses.dataclass(frozen=True)
 class Placement:
     """What the Trainer resolved and a strategy is built with: devices, nodes, the launching
-    environment, numeric precision and whether BatchNorm is synchronised."""
+    environment, numeric precision, whether BatchNorm is synchronised, and the gradient clipping
+    (for a strategy whose engine clips: DeepSpeed)."""
 
     selection: DeviceSelection = ONE_CPU
     num_nodes: int = 1
     cluster: ClusterEnvironment = NO_CLUSTER
     precision: str = "32"
     sync_batchnorm: bool = False
+    gradient_clip_val: float | None = None
+    gradient_clip_algorithm: str | None = None  # None: 'norm'
 
 
 class Strategy:

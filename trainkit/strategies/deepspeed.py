@@ -113,6 +113,19 @@ def import_deepspeed() -> Any:
     return deepspeed
 
 
+@contextlib.contextmanager
+def local_rank_variable(local_rank: int) -> Iterator[None]:
+    """$LOCAL_RANK set to ``local_rank`` inside the block where no launcher set it."""
+    if "LOCAL_RANK" in os.environ:
+        yield
+        return
+    os.environ["LOCAL_RANK"] = str(local_rank)
+    try:
+        yield
+    finally:
+        os.environ.pop("LOCAL_RANK", None)
+
+
 class DeepSpeedStrategy(ParallelStrategy):
     """``deepspeed`` (and presets ``deepspeed_stage_1/2/3``, ``deepspeed_stage_2_offload/3_offload``)."""
 
@@ -154,6 +167,13 @@ class DeepSpeedStrategy(ParallelStrategy):
                 "the deepspeed package installed",
                 "pip install -e '.[deepspeed]' in the trainkit checkout, or use the built-in strategy fsdp with cpu_offload: true",
             )
+        if placement.gradient_clip_val and placement.gradient_clip_algorithm == "value":
+            raise ConfigError(  # Lightning hands the value to deepspeed, which clips the norm
+                "trainer.gradient_clip_algorithm",
+                "value",
+                f"'norm' with strategy {self.name} (its engine clips the gradients' total norm)",
+                "use gradient_clip_algorithm: norm, or strategy ddp or fsdp to clip by value",
+            )
         super().connect(placement)
 
     def describe(self) -> str:
@@ -180,9 +200,14 @@ class DeepSpeedStrategy(ParallelStrategy):
     def building(self) -> Iterator[None]:
         """Around deepspeed's set-up, which compiles or loads its communication and optimizer
         ops: a stale build lock refused, a build announced, and what deepspeed prints there (its
-        config, "op built") shown by rank 0 only, the same on every rank."""
+        config, "op built") shown by rank 0 only, the same on every rank. deepspeed asserts that
+        $LOCAL_RANK is set, which no launcher does for a process of one: it gets this rank's."""
         quiet = contextlib.redirect_stdout(io.StringIO()) if not self.is_global_zero else None
-        with watched_op_builds(barrier=self.barrier), quiet or contextlib.nullcontext():
+        with (
+            watched_op_builds(barrier=self.barrier),
+            quiet or contextlib.nullcontext(),
+            local_rank_variable(self.local_rank),
+        ):
             yield
 
     def setup_module(self, module: nn.Module) -> nn.Module:
@@ -203,6 +228,9 @@ class DeepSpeedStrategy(ParallelStrategy):
         # any torch optimizer, as Lightning's DeepSpeedStrategy allows
         config.setdefault("zero_allow_untested_optimizer", True)
         config.pop("train_batch_size", None)
+        # the engine clips (the gradients are its partitions): the Trainer's norm, else none
+        # (deepspeed's own default clips every step to a norm of 1.0)
+        config.setdefault("gradient_clipping", self.placement.gradient_clip_val or 0.0)
         if self.precision == "bf16-mixed":
             config.setdefault("bf16", {"enabled": True})
         with self.building():

@@ -169,7 +169,15 @@ class Trainer:
         selection = resolve_devices(devices, accelerator, gpus)
         self.cluster = detect_environment()
         self.num_nodes = check_num_nodes(num_nodes)
-        placement = Placement(selection, num_nodes, self.cluster, self.precision, sync_batchnorm)
+        placement = Placement(
+            selection,
+            num_nodes,
+            self.cluster,
+            self.precision,
+            sync_batchnorm,
+            gradient_clip_val,
+            gradient_clip_algorithm,
+        )
         chosen = select_strategy(strategy, placement)
         check_strategy_settings(
             chosen, accumulate_grad_batches, lr_scaling, reference_batch_size, batch_size_mode

@@ -1,5 +1,10 @@
 """Spawned ranks: start them from this Python process, run a callable in each, and bring rank
-0's return value back (through a file, so it has no size limit)."""
+0's return value back (through a file, so it has no size limit).
+
+What a spawned rank receives is pickled by plain :mod:`pickle`, not by torch.multiprocessing's
+pickler: that one moves every tensor's storage into shared memory, so the ranks' parameters
+would be one storage and each rank's optimizer step would land on all of them. A forked rank
+gets its own copy-on-write memory as it is."""
 
 from __future__ import annotations
 
@@ -19,6 +24,9 @@ from trainkit.errors import MisconfigurationError
 
 if TYPE_CHECKING:
     from trainkit.strategies.base import Strategy
+
+# what every rank runs: fn(strategy placed in the rank, *args)
+RankWork = tuple["Strategy", Callable[..., Any], tuple[object, ...]]
 
 
 def unpicklable_path(
@@ -88,9 +96,11 @@ class SpawnLauncher:
                 main_address=address,
                 main_port=int(port) if port else find_free_port(),
             )
+            work: RankWork = (strategy, fn, args)
+            payload = pickle.dumps(work) if self.start_method == "spawn" else work
             mp.start_processes(
                 _run_rank,
-                args=(strategy, fn, args, world, result_path),
+                args=(payload, world, result_path),
                 nprocs=strategy.selection.count,
                 start_method=self.start_method,
             )
@@ -99,15 +109,11 @@ class SpawnLauncher:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run_rank(
-    local_rank: int,
-    strategy: Strategy,
-    fn: Callable[..., Any],
-    args: tuple[object, ...],
-    world: World,
-    result: str,
-) -> None:
+def _run_rank(local_rank: int, payload: RankWork | bytes, world: World, result: str) -> None:
     import torch
+
+    # a rank's own copy of the model and data (spawn: unpickled here; fork: inherited)
+    strategy, fn, args = pickle.loads(payload) if isinstance(payload, bytes) else payload
 
     env = rank_env(world, local_rank, os.environ)
     os.environ.update(env)
