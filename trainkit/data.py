@@ -54,6 +54,17 @@ def move_to_device(batch: object, device: torch.device | str | int) -> Any:
 move_data_to_device = move_to_device  # Lightning's name (trainkit.utilities.move_data_to_device)
 
 
+class UnpaddedDistributedSampler(DistributedSampler):
+    """A DistributedSampler that does not pad: every index of the dataset goes to exactly one
+    rank (the first ``len % num_replicas`` ranks get one more), so predictions hold no
+    duplicates (as Lightning samples for predict)."""
+
+    def __init__(self, dataset: Sized, **kwargs: Any) -> None:
+        super().__init__(dataset, drop_last=False, **kwargs)  # type: ignore[arg-type]
+        self.total_size = len(dataset)
+        self.num_samples = len(range(self.rank, self.total_size, self.num_replicas))
+
+
 def prepare_loader(
     loader: object,
     sampler_kwargs: dict[str, int] | None,
@@ -61,10 +72,12 @@ def prepare_loader(
     use_distributed_sampler: bool,
     batch_size: int | None = None,
     unshuffled: bool = False,
+    padded: bool = True,
 ) -> Any:
     """Give ``loader`` a DistributedSampler when distributed (and allowed), a new batch size when
     asked (``batch_size_mode: effective``), and seeded workers; ``unshuffled`` (overfit_batches)
-    replaces a shuffling sampler with the dataset's order."""
+    replaces a shuffling sampler with the dataset's order; ``padded=False`` (predict) gives
+    each sample to one rank only, where the padding would repeat some on a second rank."""
     if not isinstance(loader, DataLoader):
         return loader
     sampler = None
@@ -74,13 +87,19 @@ def prepare_loader(
     if sampler_kwargs and use_distributed_sampler and _needs_sampler(loader):
         shuffle = train and isinstance(loader.sampler, RandomSampler) and not unshuffled
         seed = int(os.environ.get("TRAINKIT_GLOBAL_SEED", 0))
-        sampler = DistributedSampler(
-            loader.dataset,
-            shuffle=shuffle,
-            drop_last=train and loader.drop_last,
-            seed=seed,
-            **sampler_kwargs,
-        )
+        if padded:
+            sampler = DistributedSampler(
+                loader.dataset,
+                shuffle=shuffle,
+                drop_last=train and loader.drop_last,
+                seed=seed,
+                **sampler_kwargs,
+            )
+        else:
+            dataset = cast(Sized, loader.dataset)  # map-style (_needs_sampler)
+            sampler = UnpaddedDistributedSampler(
+                dataset, shuffle=shuffle, seed=seed, **sampler_kwargs
+            )
     new_batch = (
         batch_size if batch_size not in (None, loader.batch_size) and loader.batch_size else None
     )

@@ -108,12 +108,28 @@ class ParallelStrategy(Strategy):
             resolve_backend(placement.selection.accelerator, self.process_group_backend)
             collective_timeout(self.timeout)
 
+    def check_module(self, module: torch.nn.Module) -> None:
+        """``sync_batchnorm`` over several CPU ranks is refused before they start: torch's
+        SyncBatchNorm runs on CUDA only (DDP would fail in every rank, with a traceback)."""
+        super().check_module(module)
+        synced_on_cpu = self.sync_batchnorm and self.root_device.type == "cpu"
+        if not (synced_on_cpu and self.is_distributed and self.world_size > 1):
+            return
+        layer = next((m for m in module.modules() if isinstance(m, BATCHNORMS)), None)
+        if layer is not None:
+            raise ConfigError(
+                "trainer.sync_batchnorm",
+                True,
+                f"false on CPU ({type(layer).__name__} found; torch's SyncBatchNorm runs on CUDA only)",
+                "set sync_batchnorm: false (each rank normalises over its own batch) or train on GPUs",
+            )
+
     def with_batchnorm_synced(self, module: torch.nn.Module) -> torch.nn.Module:
         """``module`` with its BatchNorm layers as SyncBatchNorm when ``trainer.sync_batchnorm``
         is set; otherwise it warns (rank 0, once) that each rank normalises over its own batch."""
         if not any(isinstance(layer, BATCHNORMS) for layer in module.modules()):
             return module
-        if self.sync_batchnorm:
+        if self.sync_batchnorm and self.world_size > 1:  # over one rank: BatchNorm as it is
             return torch.nn.SyncBatchNorm.convert_sync_batchnorm(module)
         if self.is_global_zero and self.world_size > 1:
             warnings.warn(

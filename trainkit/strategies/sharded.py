@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -17,6 +18,15 @@ if TYPE_CHECKING:
 
     from trainkit.module import TrainModule
     from trainkit.optim import SchedulerConfig
+
+
+def constructor_defaults(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """The optimizer's defaults that its class's constructor takes: torch's AdamW keeps
+    ``decoupled_weight_decay`` in its defaults (it is an Adam) but does not take it."""
+    accepted = inspect.signature(type(optimizer).__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
+        return dict(optimizer.defaults)
+    return {k: v for k, v in optimizer.defaults.items() if k in accepted}
 
 
 class ShardedStrategy(ParallelStrategy):
@@ -48,7 +58,8 @@ class ShardedStrategy(ParallelStrategy):
 
         sharded = []
         for optimizer in optimizers:
-            oss = OSS(params=optimizer.param_groups, optim=type(optimizer), **optimizer.defaults)
+            kind = type(optimizer)
+            oss = OSS(params=optimizer.param_groups, optim=kind, **constructor_defaults(optimizer))
             for config in schedulers:
                 if config.scheduler.optimizer is optimizer:
                     config.scheduler.optimizer = oss

@@ -33,7 +33,13 @@ def prepare_loaders(
             batch_size = per_device_batch(loader.batch_size, strategy.world_size, batch_size_mode)
         train = kind == "train"
         return prepare_loader(
-            loader, sampler_kwargs, train, use_distributed_sampler, batch_size, unshuffled and train
+            loader,
+            sampler_kwargs,
+            train,
+            use_distributed_sampler,
+            batch_size,
+            unshuffled and train,
+            padded=kind != "predict",
         )
 
     if given is None:

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trainkit.callbacks.prediction_writer import BasePredictionWriter
 from trainkit.checkpoint import state as checkpoint_state
-from trainkit.checkpoint.files import CheckpointError
+from trainkit.checkpoint.files import CheckpointError, CheckpointWriteError
 from trainkit.compiling import uncompiled
 from trainkit.datamodule import DataModule
 from trainkit.distributed import rank_board
@@ -166,6 +167,7 @@ class StageRunner:
             checkpoint_state.finish_saves(state, error)  # the save in flight lands first
             status = "failed"
             mistake = isinstance(error, (ConfigError, MisconfigurationError, CheckpointError))
+            mistake = mistake and not isinstance(error, CheckpointWriteError)  # a full disk: kept
             raise
         finally:
             teardown_run(state, stage, status)
@@ -322,9 +324,15 @@ class StageRunner:
         )
         self.state.predict_loaders = loaders
         limit = self.state.limits.limit_predict_batches
-        keep = return_predictions is not False
+        # a writer that writes at the epoch's end is given every prediction, even when the
+        # caller asked for none back (as Lightning keeps them)
+        written_at_end = any(
+            isinstance(cb, BasePredictionWriter) and cb.interval.on_epoch
+            for cb in self.state.callbacks
+        )
+        keep = return_predictions is not False or written_at_end
         outputs = PredictLoop(self.state).run(loaders, limit, keep)
-        if not keep:
+        if return_predictions is False:
             return None
         return outputs[0] if len(outputs) == 1 else outputs
 
