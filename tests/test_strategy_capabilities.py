@@ -163,3 +163,53 @@ def test_restarts_under_an_external_launcher_are_said_to_be_that_launchers(capsy
         assert placed("ddp", cluster=cluster).launcher(max_restarts=2) is None
     assert placed("single", ONE_CPU, cluster=torchrun).launcher(max_restarts=0) is None
     assert capsys.readouterr().err == ""
+
+
+def batchnorm_model():
+    from torch import nn
+
+    return nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+
+
+def test_sync_batchnorm_over_cpu_ranks_is_refused_before_they_start():
+    strategy = select_strategy(
+        "ddp", Placement(TWO_CPUS, 1, ClusterEnvironment("none"), "32", True)
+    )
+    with pytest.raises(
+        ConfigError, match=r"sync_batchnorm True; expected false on CPU .*CUDA only"
+    ):
+        strategy.check_module(batchnorm_model())
+    strategy.check_module(batchnorm_model()[:1])  # no BatchNorm: nothing to synchronise
+
+
+def test_sync_batchnorm_over_one_rank_keeps_plain_batchnorm():
+    from torch import nn
+
+    strategy = select_strategy("ddp", Placement(ONE_CPU, 1, ClusterEnvironment("none"), "32", True))
+    strategy.check_module(batchnorm_model())
+    synced = strategy.with_batchnorm_synced(batchnorm_model())
+    assert type(synced[1]) is nn.BatchNorm1d
+
+
+def test_deepspeed_refuses_clipping_by_value_in_one_line():
+    pytest.importorskip("deepspeed")
+    placement = Placement(
+        TWO_CPUS,
+        1,
+        ClusterEnvironment("none"),
+        gradient_clip_val=0.5,
+        gradient_clip_algorithm="value",
+    )
+    with pytest.raises(ConfigError, match=r"gradient_clip_algorithm 'value'; expected 'norm'"):
+        select_strategy("deepspeed_stage_2", placement)
+
+
+def test_sharded_rebuilds_each_optimizer_with_the_arguments_its_class_takes():
+    import torch
+
+    from trainkit.strategies.sharded import constructor_defaults
+
+    params = [torch.nn.Parameter(torch.zeros(2))]
+    adamw = torch.optim.AdamW(params, lr=0.01, weight_decay=0.1)
+    rebuilt = type(adamw)(params, **constructor_defaults(adamw))  # AdamW takes no decoupled_...
+    assert rebuilt.defaults == adamw.defaults
