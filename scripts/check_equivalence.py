@@ -3,6 +3,7 @@
     python scripts/check_equivalence.py --all                 # every pair of axis values (~41 cases)
     python scripts/check_equivalence.py --sample 12 --seed 3  # 12 drawn cases
     python scripts/check_equivalence.py --strategy fsdp --sample 4
+    python scripts/check_equivalence.py --evaluate            # validate/test/predict, each strategy
 
 Each case trains on real gloo ranks through trainkit's launcher and is compared with the same
 training in one process given the whole batch (and, for a resumed case, with its own run that was
@@ -26,9 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.helpers.equivalence import (
     AXES,
     STRATEGIES,
+    Case,
     Outcome,
     covering_cases,
     run_case,
+    run_evaluation,
     sample_cases,
 )
 
@@ -62,11 +65,17 @@ def main() -> int:
     parser.add_argument("--sample", type=int, default=0, help="this many drawn cases")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--strategy", choices=STRATEGIES, help="hold the strategy")
+    parser.add_argument(
+        "--evaluate", action="store_true", help="validate/test/predict on 2 and 4 ranks instead"
+    )
     parser.add_argument("--folder", type=Path, help="keep the runs here (default: a temp folder)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per run")
     args = parser.parse_args()
     fixed = {"strategy": args.strategy} if args.strategy else {}
-    if args.all:
+    if args.evaluate:
+        strategies = [args.strategy] if args.strategy else STRATEGIES
+        cases = [Case(s, ranks=r) for s in strategies for r in (2, 4)]
+    elif args.all:
         cases = covering_cases(args.seed)
         if args.strategy:
             cases = [c for c in cases if c.strategy == args.strategy]
@@ -78,7 +87,10 @@ def main() -> int:
     start = time.monotonic()
     for number, case in enumerate(cases, 1):
         began = time.monotonic()
-        outcome = run_case(case, folder / case.name, references, args.timeout)
+        if args.evaluate:
+            outcome = run_evaluation(case, folder / case.name, args.timeout)
+        else:
+            outcome = run_case(case, folder / case.name, references, args.timeout)
         outcomes.append(outcome)
         print(
             f"[{number}/{len(cases)}] {outcome.verdict:10} {case.name}  max |diff| "

@@ -3,7 +3,8 @@ weights of one process given the N*b samples, and a run resumed from a mid-epoch
 the weights of the run never stopped. The cases are drawn (a fixed seed) from the matrix of
 tests/helpers/equivalence.py: strategy x ranks x accumulation x optimizer x clipping x resume x
 batch-size mode x model; ``scripts/check_equivalence.py --all`` covers every pair of its values.
-A cell that cannot be equal is refused in one line or differs as docs/strategies.md says."""
+A cell that cannot be equal is refused in one line or differs as docs/strategies.md says.
+validate, test and predict on N ranks give one process's metrics and predictions."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from tests.helpers.equivalence import (
     Case,
     documented_difference,
     run_case,
+    run_evaluation,
     sample_cases,
 )
 from tests.helpers.pace import wall
@@ -45,3 +47,14 @@ def test_n_ranks_train_to_the_weights_of_one_process_with_the_whole_batch(case, 
 def test_the_sample_covers_every_strategy_and_resumes():
     assert {case.strategy for case in SAMPLE} == set(STRATEGIES)
     assert any(case.resume for case in SAMPLE) and any(case.accumulate > 1 for case in SAMPLE)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(
+    "case",
+    [Case("ddp", ranks=4), Case("fsdp"), Case("ddp_spawn")],  # 22 predictions over 4 ranks
+    ids=lambda case: f"{case.strategy}-{case.ranks}r",
+)
+def test_evaluation_on_n_ranks_gives_the_one_process_metrics_and_predictions(case, tmp_path):
+    outcome = run_evaluation(case, tmp_path, timeout=wall(240))
+    assert outcome.verdict == "equal", outcome.detail
