@@ -37,12 +37,18 @@ def clip_gradients(
     gradient_clip_val: float | None,
     gradient_clip_algorithm: str | None,
 ) -> None:
-    """Clip the gradients of ``optimizer``'s parameters by 'norm' (default) or 'value'."""
+    """Clip the gradients of ``optimizer``'s parameters by 'norm' (default) or 'value'. An
+    optimizer that shards its parameters over the ranks and clips their global norm itself
+    (fairscale's OSS: each rank holds only its shard's reduced gradients) clips the norm."""
     if not gradient_clip_val:
         return
     params = [p for group in _param_groups(optimizer) for p in group["params"]]
     if gradient_clip_algorithm in (None, "norm"):
-        torch.nn.utils.clip_grad_norm_(params, gradient_clip_val)
+        own_norm_clip = getattr(optimizer, "clip_grad_norm", None)
+        if callable(own_norm_clip):
+            own_norm_clip(gradient_clip_val)
+        else:
+            torch.nn.utils.clip_grad_norm_(params, gradient_clip_val)
     elif gradient_clip_algorithm == "value":
         torch.nn.utils.clip_grad_value_(params, gradient_clip_val)
     else:
