@@ -58,16 +58,27 @@ def test_missing_package_says_how_to_install_and_names_fsdp(monkeypatch):
         Trainer(accelerator="cpu", devices=2, strategy="deepspeed_stage_2")
 
 
-def test_accumulation_is_rejected_with_the_strategy_named():
+def test_accumulation_is_trainkits_the_engine_told_where_the_window_ends():
+    """The engine steps once per micro-batch (its loss unscaled); the micro-batches before an
+    accumulation window's last run inside no_backward_sync, which tells the engine it is not at
+    a boundary (the matrix in tests/distributed/test_equivalence_matrix.py checks the weights)."""
     pytest.importorskip("deepspeed")
     from trainkit import Trainer
 
-    with pytest.raises(
-        ConfigError, match="accumulate_grad_batches 2; expected 1 with strategy deepspeed"
-    ):
-        Trainer(
-            accelerator="cpu", devices=2, strategy="deepspeed_stage_2", accumulate_grad_batches=2
-        )
+    trainer = Trainer(
+        accelerator="cpu", devices=2, strategy="deepspeed_stage_2", accumulate_grad_batches=2
+    )
+    boundaries: list[bool] = []
+
+    class Engine:
+        def set_gradient_accumulation_boundary(self, is_boundary: bool) -> None:
+            boundaries.append(is_boundary)
+
+    strategy = trainer.strategy
+    strategy._engine = Engine()
+    with strategy.no_backward_sync(None):
+        assert boundaries == [False]
+    assert boundaries == [False, True]
 
 
 @pytest.mark.skipif(

@@ -159,8 +159,6 @@ def documented_difference(case: Case) -> Difference | None:
             "deepspeed's engine clips the norm only (Lightning clips the norm when asked for value)"
         )
         return Difference(why, "refused")
-    if deepspeed and case.accumulate > 1:
-        return Difference("deepspeed's engine owns accumulation: use a larger batch", "refused")
     if case.model == "mlp_batchnorm" and case.ranks > 1 and not replicas:
         return Difference(
             "sync_batchnorm on CPU: torch's SyncBatchNorm runs on CUDA only", "refused"

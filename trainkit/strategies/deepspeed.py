@@ -131,7 +131,6 @@ class DeepSpeedStrategy(ParallelStrategy):
 
     name = "deepspeed"
     shards_state = True
-    supports_accumulation = False  # the engine accumulates (its config), not trainkit
     supports_param_group_changes = False  # the engine owns the optimizer's groups
     zero_grad_set_to_none = False
 
@@ -224,7 +223,7 @@ class DeepSpeedStrategy(ParallelStrategy):
             )
         config = dict(self.config)
         config["train_micro_batch_size_per_gpu"] = config.get("train_micro_batch_size_per_gpu", 1)
-        config["gradient_accumulation_steps"] = 1
+        config["gradient_accumulation_steps"] = 1  # trainkit accumulates (no_backward_sync)
         # any torch optimizer, as Lightning's DeepSpeedStrategy allows
         config.setdefault("zero_allow_untested_optimizer", True)
         config.pop("train_batch_size", None)
@@ -242,6 +241,18 @@ class DeepSpeedStrategy(ParallelStrategy):
 
     def training_step_fn(self, wrapped: nn.Module, module: TrainModule) -> Any:
         return wrapped
+
+    @contextlib.contextmanager
+    def no_backward_sync(self, wrapped: nn.Module) -> Iterator[None]:
+        """A micro-batch before the last of its accumulation window: the engine (configured
+        for one micro-batch per step, its loss unscaled) is told it is not at a boundary, so
+        ZeRO 1/2 accumulate into their partitions instead of reducing; trainkit scales the
+        loss and calls ``step`` once, at the boundary."""
+        self._engine.set_gradient_accumulation_boundary(False)
+        try:
+            yield
+        finally:
+            self._engine.set_gradient_accumulation_boundary(True)
 
     def backward_fn(self) -> Any:
         return self._engine.backward
