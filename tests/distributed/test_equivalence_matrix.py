@@ -25,7 +25,7 @@ from tests.helpers.pace import wall
 SAMPLE = [
     *sample_cases(len(STRATEGIES), seed=46, equal_only=True, ranks=2),
     Case("ddp", ranks=4, accumulate=3, optimizer="adamw_scheduler", clip="norm", resume=True),
-    Case("deepspeed_stage_2", ranks=1, optimizer="momentum", clip="norm"),  # a process of one
+    Case("deepspeed_stage_3", ranks=1, accumulate=2, optimizer="momentum", clip="norm"),  # of one
     Case("ddp_sharded", accumulate=2, optimizer="adam", clip="norm"),  # OSS clips the global norm
     Case("deepspeed_stage_2", clip="value"),
     Case("ddp", model="mlp_batchnorm"),

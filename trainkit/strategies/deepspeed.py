@@ -151,6 +151,7 @@ class DeepSpeedStrategy(ParallelStrategy):
         super().__init__(process_group_backend=process_group_backend, timeout=timeout)
         self.config = load_config(config)
         self._engine: Any = None
+        self._set_local_rank = False  # setup_environment set $LOCAL_RANK (a process of one)
 
     @classmethod
     def preset(cls, name: str) -> DeepSpeedStrategy:
@@ -180,6 +181,20 @@ class DeepSpeedStrategy(ParallelStrategy):
         offload = [part for part in ("optimizer", "param") if f"offload_{part}" in zero]
         where = f", {' and '.join(offload)} offloaded to CPU" if offload else ""
         return f"deepspeed (ZeRO stage {self.stage}{where})"
+
+    def setup_environment(self) -> None:
+        """deepspeed reads $LOCAL_RANK while it trains too (ZeRO-3's checks), which no
+        launcher sets for a process of one: this rank's, until ``teardown``."""
+        if "LOCAL_RANK" not in os.environ:
+            os.environ["LOCAL_RANK"] = str(self.local_rank)
+            self._set_local_rank = True
+        super().setup_environment()
+
+    def teardown(self) -> None:
+        super().teardown()
+        if self._set_local_rank:
+            os.environ.pop("LOCAL_RANK", None)
+            self._set_local_rank = False
 
     @property
     def stage(self) -> int:
