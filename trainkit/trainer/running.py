@@ -11,7 +11,7 @@ import torch
 
 from trainkit.callbacks.prediction_writer import BasePredictionWriter
 from trainkit.checkpoint import state as checkpoint_state
-from trainkit.checkpoint.files import CheckpointError, CheckpointWriteError
+from trainkit.checkpoint.files import CheckpointError
 from trainkit.compiling import uncompiled
 from trainkit.datamodule import DataModule
 from trainkit.distributed import rank_board
@@ -167,7 +167,6 @@ class StageRunner:
             checkpoint_state.finish_saves(state, error)  # the save in flight lands first
             status = "failed"
             mistake = isinstance(error, (ConfigError, MisconfigurationError, CheckpointError))
-            mistake = mistake and not isinstance(error, CheckpointWriteError)  # a full disk: kept
             raise
         finally:
             teardown_run(state, stage, status)
