@@ -53,11 +53,6 @@ class GradientAccumulationScheduler(Callback):
                 "GradientAccumulationScheduler works with automatic optimization only; remove "
                 "the callback or set self.automatic_optimization = True"
             )
-        if self.going_to_accumulate_grad_batches() and not trainer.strategy.supports_accumulation:
-            raise MisconfigurationError(
-                f"strategy {trainer.strategy.name!r} does not support changing "
-                "accumulate_grad_batches between epochs; remove GradientAccumulationScheduler"
-            )
         if trainer.accumulate_grad_batches not in (1, self._last_set):
             raise ConfigError(
                 "trainer.accumulate_grad_batches",

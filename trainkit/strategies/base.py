@@ -58,7 +58,6 @@ class Strategy:
     is_distributed: bool = False  # ranks joined by a process group
     batch_loading: BatchLoading = BatchLoading.PER_DEVICE  # who loads distinct batches
     shards_state: bool = False  # each rank holds only a part of the weights or optimizer state
-    supports_accumulation: bool = True  # trainkit may accumulate gradients over batches
     supports_param_group_changes: bool = True  # callbacks may add optimizer param groups
     zero_grad_set_to_none: bool = True  # False: zero the grads in place (fairscale, deepspeed)
 

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
 def check_strategy_settings(
     strategy: Strategy,
-    accumulate_grad_batches: int,
     lr_scaling: str,
     reference_batch_size: int | None,
     batch_size_mode: str,
@@ -31,13 +30,6 @@ def check_strategy_settings(
     from trainkit.scaling import lr_factor, per_device_batch
 
     check_launched_world(strategy)  # srun/torchrun/mpirun started the world the config asks for
-    if accumulate_grad_batches > 1 and not strategy.supports_accumulation:
-        raise ConfigError(
-            "trainer.accumulate_grad_batches",
-            accumulate_grad_batches,
-            f"1 with strategy {strategy.name}",
-            "use a larger batch instead",
-        )
     lr_factor(lr_scaling, reference_batch_size or 1, reference_batch_size)
     per_device_batch(strategy.world_size, strategy.world_size, batch_size_mode)
 

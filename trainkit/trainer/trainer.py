@@ -179,9 +179,7 @@ class Trainer:
             gradient_clip_algorithm,
         )
         chosen = select_strategy(strategy, placement)
-        check_strategy_settings(
-            chosen, accumulate_grad_batches, lr_scaling, reference_batch_size, batch_size_mode
-        )
+        check_strategy_settings(chosen, lr_scaling, reference_batch_size, batch_size_mode)
         self.fast_dev_run = 1 if dry_run else int(fast_dev_run)  # a dry run runs as fast_dev_run=1
         limits = loop_limits(  # the configured run's (a dry run estimates it)
             max_epochs=max_epochs,
