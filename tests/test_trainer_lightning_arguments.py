@@ -95,11 +95,13 @@ def test_check_val_every_n_epoch_none_needs_an_int_interval():
         Trainer(check_val_every_n_epoch=None, val_check_interval=0.5)
 
 
-def test_barebones_writes_nothing_and_refuses_an_extra_turned_on(tmp_path):
+def test_barebones_writes_nothing_and_refuses_an_extra_turned_on(tmp_path, capsys):
     trainer = Trainer(barebones=True, max_epochs=1, default_root_dir=str(tmp_path))
     trainer.fit(Regression(), regression_loader())
     assert trainer.loggers == [] and trainer.checkpoint_callback is None
     assert list(tmp_path.iterdir()) == []
+    said = capsys.readouterr().out  # what it trained with and how it ended, still said
+    assert "training configuration" in said and "fit done in" in said
     with pytest.raises(ConfigError, match=r"enable_checkpointing.*barebones"):
         Trainer(barebones=True, enable_checkpointing=True)
 

@@ -137,7 +137,8 @@ class Trainer:
             enable_checkpointing: Save last.ckpt and the best checkpoint each epoch.
             enable_model_summary: Print a per-layer ModelSummary table at fit start (the startup
                 table is printed either way).
-            barebones: No logger, checkpointing, progress bar or model summary: the leanest loop.
+            barebones: No logger, checkpointing, progress bar or model summary: the leanest loop
+                (the startup table and the closing lines are still printed).
             deterministic: Use deterministic algorithms only (True, or 'warn' to only warn).
             benchmark: Set torch.backends.cudnn.benchmark (None: leave it as it is).
             inference_mode: Evaluate under torch.inference_mode (False: torch.no_grad).
@@ -236,7 +237,9 @@ class Trainer:
             use_distributed_sampler=use_distributed_sampler,
             checkpoint_weights_only=checkpoint_weights_only,
             detect_anomaly=detect_anomaly,
-            show_summary=features.progress_bar and (dry_run or not self.fast_dev_run),
+            # the startup table and closing lines: off with the progress bar, kept by barebones
+            show_summary=(features.progress_bar or barebones)
+            and (dry_run or not self.fast_dev_run),
             dry_run=limits if dry_run else None,
             max_restarts=check_max_restarts(max_restarts),
         )
