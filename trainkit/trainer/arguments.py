@@ -4,6 +4,7 @@ the loggers and callbacks they ask for; the loop settings are in loop_settings.p
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
@@ -122,6 +123,10 @@ def apply_torch_flags(deterministic: bool | str | None, benchmark: bool | None) 
     if deterministic not in (None, True, False, "warn"):
         raise ConfigError("trainer.deterministic", deterministic, "true, false, 'warn' or null")
     if deterministic:
+        if torch.version.cuda:  # a CUDA build: cuBLAS is deterministic only with a fixed
+            # workspace, and without this variable torch raises at the first matmul on the GPU
+            # (Lightning sets the same); a value the user set is kept
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True, warn_only=deterministic == "warn")
     if benchmark is not None:
         torch.backends.cudnn.benchmark = benchmark
