@@ -1,4 +1,4 @@
-"""A dry run starts the run as configured, runs one training and one validation batch on every
+"""A dry run starts the run as configured, runs a few training and validation batches on every
 rank, reports memory, parameters per rank, step time and an estimate of the whole run, and
 writes nothing; what the real run would fail on after an epoch fails here, in one line, exit 2."""
 
@@ -82,16 +82,17 @@ def dry(make_trainer, model, **trainer):
     make_trainer(**options).fit(model, loader(), loader(32))
 
 
-def test_one_batch_of_each_loop_runs_and_nothing_is_written(make_trainer, tmp_path, capsys):
+def test_a_few_batches_of_each_loop_run_and_nothing_is_written(make_trainer, tmp_path, capsys):
     model = Regressor()
     dry(make_trainer, model, enable_checkpointing=True, logger=True)
-    assert model.batches == {"train": 1, "val": 1}
+    assert model.batches == {"train": dry_run.BATCHES, "val": dry_run.BATCHES}
     assert not [p for p in tmp_path.rglob("*") if p.is_file()]  # no checkpoint, no log
     out = capsys.readouterr().out
     assert "optimizer steps per epoch  8" in out  # the startup table describes the real run
     assert "total optimizer steps      80" in out
     assert re.search(r"\n +0 +\d[\d,]* MiB RSS +5 +[\d.,]+ ms +[\d.,]+ ms\n", out), out
     assert "one epoch" in out and "the whole run" in out
+    assert "(slowest rank, median step after the first)" in out
     assert "dry run: the real run would start (exit 0)" in out
 
 
@@ -121,6 +122,12 @@ def test_the_estimate_is_the_slowest_rank_times_the_real_run():
     assert f"one epoch {epoch:.1f} s, the whole run {3 * epoch:.1f} s" in text
     endless = summary(steps_per_epoch=5, total_steps=math.inf)
     assert "no end set" in dry_run.report(endless, limits, State(), readings)  # type: ignore[arg-type]
+
+
+def test_a_batch_time_is_the_median_after_the_warm_up_batch():
+    assert dry_run.typical([2.0, 0.1, 0.3, 0.2]) == 0.2  # the first, 2 s, is the warm-up
+    assert dry_run.typical([2.0]) == 2.0  # alone: all there is
+    assert dry_run.typical([]) is None
 
 
 def test_parameters_per_rank_count_the_local_shard():

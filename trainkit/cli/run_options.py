@@ -28,7 +28,7 @@ def add_run_options(parser: LightningArgumentParser, subcommand: str) -> None:
     parser.add_argument(
         f"--{DRY_RUN}",
         action="store_true",
-        help="Start the run as configured, run one training and one validation batch on every "
+        help="Start the run as configured, run a few training and validation batches on every "
         "rank, report memory, parameters, step time and the estimated run time, write nothing.",
     )
 

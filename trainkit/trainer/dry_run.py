@@ -1,5 +1,5 @@
-"""A dry run: the real run's start (launcher, strategy, sharding, precision) and one training and
-one validation batch on every rank, measured, then a report of what the whole run will take.
+"""A dry run: the real run's start (launcher, strategy, sharding, precision) and a few training and
+validation batches on every rank, measured, then a report of what the whole run will take.
 
 Nothing is written: no checkpoint, no log. What a real run would meet only after its first
 epoch (a validation_step that fails, a monitored key nobody logs) fails here in seconds.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import resource
+import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -29,6 +30,18 @@ if TYPE_CHECKING:
     from trainkit.utilities.types import STEP_OUTPUT
 
 
+BATCHES = (
+    4  # training and validation batches a dry run runs: the first warms up, the rest are timed
+)
+
+
+def typical(seconds: list[float]) -> float | None:
+    """The time of a batch: the median of those after the first (which pays the warm-up:
+    allocator, lazy initialisation, autotuning), or the first where it ran alone."""
+    timed = seconds[1:] or seconds
+    return statistics.median(timed) if timed else None
+
+
 @dataclass
 class RankReading:
     """What one rank measured: its peak memory, parameters it holds, and batch times."""
@@ -37,17 +50,18 @@ class RankReading:
     peak_memory_bytes: int
     memory_kind: str  # "CUDA allocated" or "RSS"
     parameters: int
-    train_step_s: float | None = None
+    train_step_s: float | None = None  # typical(): after the warm-up where more than one ran
     val_batch_s: float | None = None
+    warm_up_only: bool = False  # one training batch ran: its time includes the warm-up
 
 
 class DryRunProbe(Callback):
-    """Times the one training batch (forward, backward, optimizer step) and the one validation
-    batch of a dry run on this rank."""
+    """Times each training batch (forward, backward, optimizer step) and each validation batch
+    of a dry run on this rank."""
 
     def __init__(self) -> None:
-        self.train_step_s: float | None = None
-        self.val_batch_s: float | None = None
+        self.train_steps: list[float] = []
+        self.val_batches: list[float] = []
         self._started = 0.0
 
     def on_fit_start(self, trainer: TrainerView, pl_module: TrainModule) -> None:
@@ -67,7 +81,7 @@ class DryRunProbe(Callback):
         batch: Any,
         batch_idx: int,
     ) -> None:
-        self.train_step_s = time.perf_counter() - self._started
+        self.train_steps.append(time.perf_counter() - self._started)
 
     def on_validation_batch_start(
         self,
@@ -88,7 +102,7 @@ class DryRunProbe(Callback):
         batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:
-        self.val_batch_s = time.perf_counter() - self._started
+        self.val_batches.append(time.perf_counter() - self._started)
 
     def reading(self, rank: int, module: torch.nn.Module) -> RankReading:
         """This rank's measurements, once the dry run's batches ran."""
@@ -99,7 +113,8 @@ class DryRunProbe(Callback):
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             peak, kind = (peak if sys.platform == "darwin" else peak * 1024), "RSS"
         held = sum(local_numel(p) for p in module.parameters())
-        return RankReading(rank, peak, kind, held, self.train_step_s, self.val_batch_s)
+        step, val = typical(self.train_steps), typical(self.val_batches)
+        return RankReading(rank, peak, kind, held, step, val, len(self.train_steps) == 1)
 
 
 def local_numel(parameter: torch.Tensor) -> int:
@@ -139,7 +154,10 @@ def report(
     summary: RunSummary, limits: LoopLimits, state: RunState, readings: list[RankReading]
 ) -> str:
     """What the dry run measured on every rank, and the run's estimated duration."""
-    lines = ["", "dry run: one training and one validation batch on every rank; nothing written"]
+    lines = [
+        "",
+        f"dry run: up to {BATCHES} training and validation batches on every rank; nothing written",
+    ]
     lines.append(
         f"  {'rank':>4}  {'peak memory':>20}  {'parameters':>12}  {'train step':>10}  {'val batch':>10}"
     )
@@ -153,9 +171,12 @@ def report(
     val = max((r.val_batch_s for r in readings if r.val_batch_s is not None), default=None)
     epoch = _epoch_seconds(summary, limits, state, step, val)
     if epoch is not None:
-        lines.append(
-            f"  estimate (slowest rank, first step's warm-up included): one epoch {_duration(epoch)}"
+        timed = (
+            "first step's warm-up included"
+            if any(r.warm_up_only for r in readings)
+            else "median step after the first"
         )
+        lines.append(f"  estimate (slowest rank, {timed}): one epoch {_duration(epoch)}")
         whole = _run_seconds(summary, epoch, limits)
         lines[-1] += f", the whole run {_duration(whole)}" if whole is not None else ", no end set"
     lines.append("dry run: the real run would start (exit 0)")

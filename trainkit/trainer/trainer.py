@@ -42,6 +42,7 @@ from trainkit.trainer.arguments import (
     check_strategy_settings,
     check_writable_dir,
 )
+from trainkit.trainer.dry_run import BATCHES as DRY_RUN_BATCHES
 from trainkit.trainer.launching import fit_under_scheduler
 from trainkit.trainer.loop_settings import fast_dev_limits, loop_limits
 from trainkit.trainer.running import StageRunner
@@ -158,7 +159,7 @@ class Trainer:
             reference_batch_size: The (effective) batch size the configured LR was tuned at.
             batch_size_mode: 'per_device' (loader batch per rank) or 'effective' (divided by world size).
             max_restarts: Start failed ranks again from the newest last.ckpt, up to N times.
-            dry_run: Run one training and one validation batch on every rank, report memory,
+            dry_run: Run a few training and validation batches on every rank, report memory,
                 parameters, step time and the run's estimated time; write nothing.
             nonfinite_loss: A NaN/inf loss: 'stop' the fit before its backward (checkpoints stay
                 finite), 'warn' once and train on, or 'ignore' (no check: no sync per step;
@@ -181,7 +182,8 @@ class Trainer:
         )
         chosen = select_strategy(strategy, placement)
         check_strategy_settings(chosen, lr_scaling, reference_batch_size, batch_size_mode)
-        self.fast_dev_run = 1 if dry_run else int(fast_dev_run)  # a dry run runs as fast_dev_run=1
+        # a dry run runs as fast_dev_run does, a few batches (the first warms up)
+        self.fast_dev_run = DRY_RUN_BATCHES if dry_run else int(fast_dev_run)
         limits = loop_limits(  # the configured run's (a dry run estimates it)
             max_epochs=max_epochs,
             min_epochs=min_epochs,
