@@ -39,7 +39,8 @@ MARK = {"equal": "=", "documented": "d", "broken": "X"}
 
 
 def table(outcomes: list[Outcome]) -> str:
-    """Strategy rows x (axis=value) columns of equal (=), documented (d), broken (X), not run (.)."""
+    """Strategy rows x (axis=value) columns: what the cases with that value came to: equal
+    (=), a documented difference (d), broken (X), both of two (= d), or no case (.)."""
     cells: dict[tuple[str, str], set[str]] = defaultdict(set)
     for outcome in outcomes:
         for axis in AXES:
@@ -53,8 +54,8 @@ def table(outcomes: list[Outcome]) -> str:
         row = []
         for column in columns:
             verdicts = cells.get((strategy, column), set())
-            worst = next((v for v in ("broken", "documented", "equal") if v in verdicts), None)
-            row.append(MARK[worst] if worst else ".")
+            marks = [MARK[v] for v in ("broken", "equal", "documented") if v in verdicts]
+            row.append(" ".join(marks) or ".")
         lines.append(f"| {strategy} | " + " | ".join(row) + " |")
     return "\n".join(lines)
 
