@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import warnings
 
 import pytest
@@ -52,6 +53,28 @@ def test_effective_batch_size_mode_divides_and_names_the_numbers():
         ConfigError, match=r"batch_size 100; expected a multiple of the world size 8.*96 or 104"
     ):
         per_device_batch(100, 8, "effective")
+
+
+def test_an_effective_batch_includes_the_accumulated_batches():
+    """``batch_size: 128`` with ``effective`` is the startup table's effective batch: the samples
+    of one optimizer step, over the ranks and the batches accumulated per step."""
+    assert per_device_batch(128, 4, "effective", accumulate=2) == 16
+    assert per_device_batch(128, 4, "per_device", accumulate=2) == 128
+    with pytest.raises(
+        ConfigError, match=r"world size 4 x accumulate_grad_batches 3 = 12.*120 or 132"
+    ):
+        per_device_batch(128, 4, "effective", accumulate=3)
+
+
+def test_the_startup_table_shows_the_effective_batch_asked_for(make_trainer, capsys):
+    trainer = make_trainer(
+        batch_size_mode="effective", accumulate_grad_batches=2, enable_progress_bar=True
+    )
+    trainer.fit(Regression(), regression_loader(batch_size=8))
+    table = capsys.readouterr().out
+    assert re.search(r"effective batch\s+8\b", table) and re.search(
+        r"batch per device\s+4\b", table
+    )
 
 
 @pytest.mark.parametrize(("rule", "factor"), [("none", 1.0), ("linear", 4.0), ("sqrt", 2.0)])

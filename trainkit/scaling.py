@@ -51,20 +51,26 @@ def lr_factor(rule: str, effective: int, reference: int | None) -> float:
     return ratio if rule == "linear" else math.sqrt(ratio)
 
 
-def per_device_batch(batch_size: int, world_size: int, mode: str) -> int:
-    """The DataLoader batch per device: as configured, or the effective batch divided by the world."""
+def per_device_batch(batch_size: int, world_size: int, mode: str, accumulate: int = 1) -> int:
+    """The DataLoader batch per device: as configured (``per_device``), or (``effective``) the
+    effective batch, the samples of one optimizer step, divided by the world size and the
+    batches accumulated per step."""
     if mode not in BATCH_SIZE_MODES:
         raise ConfigError("trainer.batch_size_mode", mode, "'per_device' or 'effective'")
     if mode == "per_device":
         return batch_size
-    if batch_size % world_size:
+    shares = world_size * accumulate
+    if batch_size % shares:
+        what = f"the world size {world_size}" + (
+            f" x accumulate_grad_batches {accumulate} = {shares}" if accumulate > 1 else ""
+        )
         raise ConfigError(
             "batch_size",
             batch_size,
-            f"a multiple of the world size {world_size} with batch_size_mode: effective",
-            f"use {batch_size - batch_size % world_size or world_size} or {batch_size + world_size - batch_size % world_size}",
+            f"a multiple of {what} with batch_size_mode: effective",
+            f"use {batch_size - batch_size % shares or shares} or {batch_size + shares - batch_size % shares}",
         )
-    return batch_size // world_size
+    return batch_size // shares
 
 
 def scale_learning_rates(optimizers: list[Any], schedulers: list[Any], factor: float) -> None:

@@ -98,15 +98,16 @@ class Case:
 
     @property
     def effective_batch(self) -> int:
-        """Samples per optimizer micro-step over the whole world (the reference's batch)."""
+        """Samples per micro-batch over the whole world (the reference's loader batch)."""
         return MICRO_BATCH * (self.batch_of_ranks or self.ranks)
 
     @property
     def loader_batch(self) -> int:
-        """What the case's config gives as the loader's batch size."""
-        if self.ranks == 1 or self.batch_size_mode == "effective":
-            return self.effective_batch
-        if self.strategy in PER_NODE_LOADING:
+        """What the case's config gives as the loader's batch size (``effective``: the samples
+        of one optimizer step, accumulated batches included)."""
+        if self.batch_size_mode == "effective":
+            return self.effective_batch * self.accumulate
+        if self.ranks == 1 or self.strategy in PER_NODE_LOADING:
             return self.effective_batch
         return MICRO_BATCH
 

@@ -19,10 +19,12 @@ def prepare_loaders(
     use_distributed_sampler: bool,
     batch_size_mode: str,
     unshuffled: bool = False,
+    accumulate: int = 1,
 ) -> list[Any]:
     """``given`` (a loader, a list or dict of them, a CombinedLoader, or None) as a list of
     ready loaders; ``kind`` is 'train', 'val', 'test' or 'predict' (train loaders shuffle,
-    unless ``unshuffled``, and get the per-rank batch). Several training loaders are read
+    unless ``unshuffled``, and get the per-rank batch, of which ``accumulate`` make one
+    optimizer step). Several training loaders are read
     together (``max_size_cycle``, as Lightning), several evaluation loaders one after another,
     each with its ``dataloader_idx``."""
     sampler_kwargs = strategy.distributed_sampler_kwargs()
@@ -30,7 +32,9 @@ def prepare_loaders(
     def ready(loader: Any) -> Any:
         batch_size = None
         if kind == "train" and getattr(loader, "batch_size", None):
-            batch_size = per_device_batch(loader.batch_size, strategy.world_size, batch_size_mode)
+            batch_size = per_device_batch(
+                loader.batch_size, strategy.world_size, batch_size_mode, accumulate
+            )
         train = kind == "train"
         return prepare_loader(
             loader,

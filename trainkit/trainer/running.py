@@ -371,4 +371,5 @@ class StageRunner:
             self.settings.use_distributed_sampler,
             self.settings.batch_size_mode,
             unshuffled=self.state.limits.overfit_batches > 0,
+            accumulate=self.state.limits.accumulate_grad_batches,
         )
