@@ -55,3 +55,21 @@ def test_allowlist_entries_are_dotted_names():
     for bad in ("my-proj", "jsonargparse", "mine,../x"):
         with pytest.raises(ConfigError, match="TRAINKIT_IMPORT_ALLOWLIST"):
             allowlist({"TRAINKIT_IMPORT_ALLOWLIST": bad})
+
+
+def test_a_class_path_the_policy_refuses_by_name_is_never_imported(
+    run_cli, autoencoder_config, tmp_path
+):
+    """The refusal comes before any import: a module outside the allowlist never runs (it used
+    to be imported to look for an error of its own, printing the Zen of Python for this.Zen)."""
+    (tmp_path / "noisy.py").write_text(
+        "import pathlib\npathlib.Path('imported').touch()\nprint('noisy ran')\nclass Model: ...\n"
+    )
+    allowed = cli_env(TRAINKIT_IMPORT_ALLOWLIST="mine")
+    for path in ("noisy.Model", "this.Zen"):
+        result = run_cli("fit", "-c", autoencoder_config, "--model", path, env=allowed)
+        assert result.returncode == 2, result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        assert f"class_path {path!r} is outside TRAINKIT_IMPORT_ALLOWLIST" in line, line
+        assert result.stdout == "", result.stdout  # neither 'noisy ran' nor the Zen of Python
+    assert not (tmp_path / "imported").exists()

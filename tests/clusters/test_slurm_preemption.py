@@ -28,19 +28,21 @@ def wait_for_files(paths, alive, what: str, timeout: float = 120) -> None:
         time.sleep(0.05)
 
 
-def training_batch_job(slurm, tmp_path) -> tuple[str, Path]:
-    """An sbatch job (--requeue, 2 tasks, its log appended) whose ranks are training: returns
-    the job id and its log once the third step is done."""
+def training_batch_job(slurm, tmp_path, tasks: int = 2) -> tuple[str, Path]:
+    """An sbatch job (--requeue, its log appended) whose ranks are training: returns the job id
+    and its log once the third step is done. With 2 tasks, ``srun`` starts a rank per task; with
+    1, the script is docs/clusters.md's ``exec trainkit ...``: trainkit's launcher is the batch
+    shell and starts the 2 ranks."""
     started = tmp_path / "started"
     config = cluster_config(tmp_path, sleep_s=0.1, touch_file=str(started), touch_after_steps=3)
     script = tmp_path / "job.sh"
-    script.write_text(
-        "#!/bin/bash\n" + command_line(["srun", *trainkit_command(config, tmp_path / "run")]) + "\n"
-    )
+    command = trainkit_command(config, tmp_path / "run")
+    line = command_line(["srun", *command]) if tasks > 1 else "exec " + command_line(command)
+    script.write_text("#!/bin/bash\n" + line + "\n")
     log = tmp_path / "job.log"
     job = slurm.submit(
         "--requeue",
-        "--ntasks=2",
+        f"--ntasks={tasks}",
         "--open-mode=append",
         "-o",
         str(log),
@@ -99,6 +101,47 @@ def test_a_preempted_batch_job_requeues_itself_and_resumes_exactly(
     assert "restart 1 (SLURM requeue): resuming from" in output, output
     assert "was killed by SIGTERM" not in output, output  # SLURM's SIGTERM after a good save
     assert_same_weights(straight_run(2), checkpoints(tmp_path / "run")["last.ckpt"])
+
+
+def test_the_exec_recipe_requeues_on_its_signal_and_blames_no_rank(
+    slurm, tmp_path, straight_run, no_leftovers
+):
+    """docs/clusters.md's script without srun (``--signal=B:USR1@120``, ``exec trainkit``):
+    SIGUSR1 reaches the batch shell, which is trainkit's launcher; rank 0 requeues the job once
+    every rank saved, and SLURM then sends SIGTERM to every process of the job. That SIGTERM
+    used to end rank 0 ("rank 0 was killed by SIGTERM"); the job now ends its attempt in 75,
+    saying only what happened, and resumes."""
+    job, log = training_batch_job(slurm, tmp_path, tasks=1)
+    # what --signal=B:USR1@N sends before the time limit: SIGUSR1 to the batch shell only
+    assert slurm.run("scancel", "--batch", "--signal=USR1", job).returncode == 0
+    slurm.wait_for_state(job, ("PENDING",))
+    assert slurm.job_field(job, "Restarts") == "1", log.read_text()
+    assert slurm.wait_job(job) == 0, log.read_text() + slurm.logs()
+    output = log.read_text()
+    assert f"requeued SLURM job {job}" in output, output
+    assert "preempted (SIGUSR1): every rank saved its state" in output, output
+    assert "restart 1 (SLURM requeue): resuming from" in output, output
+    for untrue in ("was killed by", "second SIG", "not requeueing", "Traceback"):
+        assert untrue not in output, output
+    assert_same_weights(straight_run(2), checkpoints(tmp_path / "run")["last.ckpt"])
+
+
+def test_scontrol_requeue_by_hand_is_said_as_a_requeue(slurm, tmp_path, no_leftovers):
+    """``scontrol requeue`` sends SIGTERM and requeues the job itself: rank 0 says so instead
+    of "not requeueing" (only its own requeue follows SIGUSR1), and requeues nothing twice."""
+    job, log = training_batch_job(slurm, tmp_path)
+    assert slurm.run("scontrol", "requeue", job).returncode == 0
+    said = f"stopped by SIGTERM; SLURM is requeueing job {job} itself (scontrol requeue"
+    deadline = time.monotonic() + wall(60)
+    while said not in log.read_text():
+        assert time.monotonic() < deadline, log.read_text() + slurm.logs()
+        time.sleep(0.1)
+    slurm.wait_for_state(job, ("PENDING", "RUNNING"))
+    output = log.read_text()
+    assert output.count("preempted (SIGTERM)") == 1, output
+    assert "not requeueing" not in output and f"requeued SLURM job {job}" not in output, output
+    assert slurm.job_field(job, "Restarts") == "1", output
+    assert slurm.run("scancel", job).returncode == 0  # the requeued attempt is not needed
 
 
 def test_scancel_of_a_running_batch_job_keeps_it_cancelled(slurm, tmp_path, no_leftovers):

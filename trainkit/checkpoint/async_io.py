@@ -7,10 +7,12 @@ A save copies the checkpoint's tensors to host memory (training waits for that c
 steps cannot change what is written), then a background thread, at a lower CPU priority (nice 10
 on Linux), writes the copy (temp file, fsync, rename: never a partial file under the final name). At most one save is in flight: the next save
 waits for the previous write. The end of fit, a preemption and a failed fit wait for the save in
-flight; a failed write raises ``CheckpointWriteError`` (naming the file) on the training thread at
-the next save or at the end of fit. Under fsdp with ``state_dict_type='sharded'`` every rank
-stages its shards with ``torch.distributed.checkpoint.async_save`` (on its own gloo group) and the
-folder appears under its name once every rank has written.
+flight; a failed write raises ``CheckpointWriteError`` on the training thread at the next save or
+at the end of fit, in one line: for a full disk or an unwritable folder the same line as a save
+on the training thread (the space, and the newest complete checkpoint there), else naming the
+file. Under fsdp with ``state_dict_type='sharded'`` every rank stages its shards with
+``torch.distributed.checkpoint.async_save`` (on its own gloo group) and the folder appears under
+its name once every rank has written.
 
 The price: host memory for one copy of the checkpoint, kept from save to save (later copies reuse
 it, so they are plain memcpys) and freed at the end of fit.
@@ -25,6 +27,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from trainkit.checkpoint.checkpoint_io import CheckpointIO, TorchCheckpointIO
+from trainkit.checkpoint.files import CheckpointWriteError
+from trainkit.checkpoint.refused_writes import refused_write
 from trainkit.checkpoint.snapshot import HostSnapshot
 
 if TYPE_CHECKING:
@@ -33,8 +37,7 @@ if TYPE_CHECKING:
     from torch.serialization import MAP_LOCATION
 
 
-class CheckpointWriteError(RuntimeError):
-    """A checkpoint that failed to write in the background (raised on the training thread)."""
+__all__ = ["AsyncCheckpointIO", "CheckpointWriteError"]
 
 
 class AsyncCheckpointIO(CheckpointIO):
@@ -114,11 +117,14 @@ class AsyncCheckpointIO(CheckpointIO):
             return
         error = future.exception()  # blocks; an interrupt here leaves the save in flight
         self._in_flight = None
+        if isinstance(error, CheckpointWriteError):  # already the one line a save says
+            raise CheckpointWriteError(str(error)) from error
         if error is not None:
             raise CheckpointWriteError(
-                f"writing checkpoint {path!r} in the background failed ({type(error).__name__}: "
+                refused_write(path, error, needed=None)
+                or f"writing checkpoint {path!r} in the background failed ({type(error).__name__}: "
                 f"{error}); that name still holds the previous checkpoint, if any; fix the cause "
-                "(disk space, permissions) and resume from the last complete checkpoint"
+                "and resume from the last complete checkpoint"
             ) from error
 
     def teardown(self) -> None:

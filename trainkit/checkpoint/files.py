@@ -3,7 +3,6 @@ folders, and finding ``last``/``best``. (How the Trainer calls these: ``checkpoi
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import shutil
@@ -14,6 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+
+from trainkit.checkpoint.refused_writes import refused_write, tensor_bytes
 
 if TYPE_CHECKING:
     from torch.serialization import MAP_LOCATION
@@ -53,8 +54,21 @@ def _alive(pid: int) -> bool:
 
 
 def save_checkpoint(checkpoint: dict[str, Any], path: str | os.PathLike) -> Path:
-    """Write ``checkpoint`` to ``path`` atomically: temp file, fsync, rename, fsync the folder."""
+    """Write ``checkpoint`` to ``path`` atomically: temp file, fsync, rename, fsync the folder.
+    A folder that refuses it (full disk or quota, read-only, not writable) raises a one-line
+    CheckpointWriteError; the previous file of that name is kept and no temp file is left."""
     path = Path(path)
+    try:
+        _write_atomically(checkpoint, path)
+    except Exception as err:
+        line = refused_write(path, err, tensor_bytes(checkpoint))
+        if line is None:
+            raise
+        raise CheckpointWriteError(line) from err
+    return path
+
+
+def _write_atomically(checkpoint: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     sweep_dead_writers(path.parent)
     fd, tmp = tempfile.mkstemp(
@@ -67,47 +81,14 @@ def save_checkpoint(checkpoint: dict[str, Any], path: str | os.PathLike) -> Path
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException as err:
+    except BaseException:
         Path(tmp).unlink(missing_ok=True)
-        if _disk_full(err):
-            raise CheckpointError(
-                f"disk full while writing checkpoint {str(path)!r}: it needs about "
-                f"{_mib(_tensor_bytes(checkpoint))} MiB, {_mib(shutil.disk_usage(path.parent).free)} "
-                f"MiB are free there; expected room for it (the previous file of that name is "
-                "kept); free space there, or save to another disk (ModelCheckpoint dirpath)"
-            ) from err
         raise
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
-    return path
-
-
-def _disk_full(error: BaseException) -> bool:
-    """Whether ``error`` (torch reports it as 'unexpected pos') came from a full disk or quota."""
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-def _tensor_bytes(tree: object) -> int:
-    """Bytes of the tensors in a (nested) checkpoint."""
-    if isinstance(tree, torch.Tensor):
-        return tree.numel() * tree.element_size()
-    if isinstance(tree, dict):
-        return sum(_tensor_bytes(value) for value in tree.values())
-    if isinstance(tree, list | tuple):
-        return sum(_tensor_bytes(value) for value in tree)
-    return 0
-
-
-def _mib(size: int) -> str:
-    return f"{size / 2**20:.1f}"
 
 
 def current_umask() -> int:
@@ -119,6 +100,12 @@ def current_umask() -> int:
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be used: unreadable, not a trainkit checkpoint, or another model's."""
+
+
+class CheckpointWriteError(CheckpointError, RuntimeError):
+    """A checkpoint that could not be written, said in one line: its folder refused it (full
+    disk, read-only, not writable), or a background write failed (raised on the training thread
+    at the next save or the end of fit). The CLI prints the line and exits 1."""
 
 
 def load_checkpoint(
@@ -292,7 +279,6 @@ def sharded_temp_folder(
     path: str | os.PathLike, is_writer: bool, barrier: Callable[[], None]
 ) -> Path:
     """The folder a sharded checkpoint of ``path`` is written into, emptied (a collective)."""
-    import shutil
 
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -309,7 +295,6 @@ def split_shards(checkpoint: dict[str, Any]) -> dict[str, Any]:
 
 def commit_sharded(rest: dict[str, Any], tmp: Path, path: str | os.PathLike) -> None:
     """Once every rank's shards are in ``tmp``: add trainkit.pt and move the folder to ``path``."""
-    import shutil
 
     path = Path(path)
     save_checkpoint(rest, tmp / SHARDED_META)

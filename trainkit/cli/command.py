@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> None:
     from trainkit.cli.quiet_warnings import show_each_warning_once
 
     show_each_warning_once()
-    with hold_stop_signals() if fitting else contextlib.nullcontext():  # kept for fit to save
+    # a stop signal is kept for fit to save; once saved, later ones are ignored until the exit
+    with hold_stop_signals(until_exit=True) if fitting else contextlib.nullcontext():
         cli = TrainkitCLI(args=argv)
     code = PREEMPTED_EXIT_CODE if getattr(cli.trainer, "preempted", None) else 0
     finish_rank(code)

@@ -124,16 +124,16 @@ def one_line_parse_errors(
 def one_line_run_errors(prog: str, also: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
     """Around a Trainer stage: what the Trainer found wrong with the input (and the ``also``
     kinds, for a pre-flight check), as one line."""
-    from trainkit.checkpoint.files import CheckpointError
+    from trainkit.checkpoint.files import CheckpointError, CheckpointWriteError
     from trainkit.errors import ConfigError, MisconfigurationError, NonFiniteLossError
 
     try:
         yield
+    except (NonFiniteLossError, CheckpointWriteError) as err:  # the run failed (exit 1), and
+        print(f"{prog}: error: {err}", file=sys.stderr, flush=True)  # the line says all
+        raise SystemExit(1) from None
     except (ConfigError, CheckpointError, MisconfigurationError, *also) as err:
         fail(str(err), prog)
-    except NonFiniteLossError as err:  # the run failed (exit 1), and the line says all
-        print(f"{prog}: error: {err}", file=sys.stderr, flush=True)
-        raise SystemExit(1) from None
 
 
 @contextlib.contextmanager

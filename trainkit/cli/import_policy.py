@@ -4,7 +4,8 @@ code by name (os, subprocess, pickle, importlib, ...) enforced, and an opt-in al
 A config is trusted like code: naming a class imports its module, and importing runs the module.
 By default everything but the denylist is importable; ``TRAINKIT_IMPORT_ALLOWLIST=pkg1,pkg2.mod``
 restricts class paths to those packages (plus trainkit, torch and torchmetrics, whose classes a
-config names for optimizers, schedulers and metrics)."""
+config names for optimizers, schedulers and metrics). Code of trainkit's that imports a module a
+config named (to explain why it failed) asks ``refuses`` first: a refused module is never run."""
 
 from __future__ import annotations
 
@@ -46,3 +47,12 @@ def apply_import_policy(environ: Mapping[str, str] = os.environ) -> None:
         )
     else:  # enforce the default denylist (jsonargparse only warns about it before 5.0)
         set_parsing_settings(import_path_denylist=[])
+
+
+def refuses(path: str) -> bool:
+    """Whether the policy refuses the dotted ``path`` by its name alone: the same lookup the
+    parser makes before it imports a class path (the denylist; with an allowlist, whatever is
+    outside it)."""
+    from jsonargparse._common import denying_import_path_entry  # the parser's own verdict
+
+    return denying_import_path_entry(path) is not None

@@ -56,6 +56,10 @@ def import_failure(message: str) -> UserImportFailure | None:
 
 
 def _import_error(module: str) -> BaseException | None:
+    from trainkit.cli.import_policy import refuses
+
+    if refuses(module):  # the parser refused it by name and never ran it: neither does this
+        return None
     try:
         if importlib.util.find_spec(module) is None:  # imports the parent packages
             return None

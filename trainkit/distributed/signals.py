@@ -23,6 +23,9 @@ ABORT_FILE_ENV = "TRAINKIT_ABORT_FILE"  # exists once the launcher tears a faile
 BOARD_ENV = "TRAINKIT_RANK_BOARD"  # the shared-memory file each rank marks its phase in
 STOP_GRACE_ENV = "TRAINKIT_STOP_GRACE"  # seconds ranks get to save and exit after a stop signal
 DEFAULT_STOP_GRACE = 120.0
+# a launched rank creates this file once its stop's checkpoint is saved: from then on the launcher
+# lets a repeated stop signal pass instead of killing the ranks
+SAVED_FILE_ENV = "TRAINKIT_SAVED_FILE"
 RESTART_ENV = "TRAINKIT_RESTART_COUNT"  # set by trainkit's launcher in restarted ranks (1, 2, ...)
 # set by trainkit's launchers (re-executing and spawning) in every rank they start: a rank of
 # trainkit is recognised by this, never by LOCAL_RANK/WORLD_SIZE a shell may still hold
@@ -38,9 +41,21 @@ class StopSignals:
     def __init__(self) -> None:
         self.received: int | None = None
         self.received_at = 0.0
-        self.saved = False  # the stop's checkpoint is written (or being written): keep going
+        self._saved = False
+        self.noted = False  # said that a stop signal after the save changes nothing
         self._previous: dict[int, Any] = {}
         self._holder: StopSignals | None = None  # the one this took over from, given back
+
+    @property
+    def saved(self) -> bool:
+        """Whether the stop's checkpoint is written (or being written): keep going to the exit."""
+        return self._saved
+
+    @saved.setter
+    def saved(self, value: bool) -> None:
+        if value and not self._saved:
+            tell_launcher_saved()
+        self._saved = value
 
     def install(self) -> bool:
         """Catch the stop signals (only possible in the main thread); returns whether it did.
@@ -60,13 +75,13 @@ class StopSignals:
         return True
 
     def uninstall(self) -> None:
+        holder = self._holder
+        if holder is not None:  # back to holding, knowing what this one saw (before it handles)
+            holder.received, holder.received_at = self.received, self.received_at
+            holder.saved, holder.noted = self.saved, self.noted
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         self._previous.clear()
-        holder = self._holder
-        if holder is not None:  # back to holding, knowing what this one saw
-            holder.received, holder.received_at = self.received, self.received_at
-            holder.saved = self.saved
 
     def is_installed(self) -> bool:
         """Whether this object still handles every stop signal."""
@@ -76,18 +91,57 @@ class StopSignals:
         abort_file = os.environ.get(ABORT_FILE_ENV)
         if abort_file and os.path.exists(abort_file):
             exit_on_signal(signum, "the launcher is stopping the job after a failure")
+        if self.saved:  # the exit with 75 is under way: let it finish
+            self._note_saved(signum)
+            return
         now = time.monotonic()
         if self.received is None:
             self.received, self.received_at = signum, now
             return
-        if self.saved:  # the exit with 75 is under way: let it finish
-            sys.stderr.write(
-                f"trainkit: {signal.Signals(signum).name} again; the checkpoint is saved, "
-                "finishing the exit (75)\n"
-            )
-            return
         if now - self.received_at >= SAME_NOTICE_SECONDS:
             exit_on_signal(signum, "second stop signal")
+
+    def _note_saved(self, signum: int) -> None:
+        """Say once that a stop signal after the save changes nothing (under trainkit's
+        launcher, the launcher says it for every rank)."""
+        if self.noted or os.environ.get(SAVED_FILE_ENV):
+            return
+        self.noted = True
+        first = signal.Signals(self.received).name if self.received is not None else ""
+        when = "again" if signum == self.received else f"after {first or 'a peer rank stopped'}"
+        say_from_handler(
+            f"trainkit: {signal.Signals(signum).name} {when}; the checkpoint is saved, "
+            "finishing the exit (75)"
+        )
+
+
+def tell_launcher_saved() -> None:
+    """In a rank of trainkit's launcher: leave the mark that this rank's stop is saved."""
+    path = os.environ.get(SAVED_FILE_ENV)
+    if path:
+        with contextlib.suppress(OSError), open(path, "a"):
+            pass
+
+
+def ignore_stop_signals() -> None:
+    """Ignore every stop signal from now until the process ends (main thread only): for a
+    process that exits 75 next, once the stop's checkpoint is saved, so that a scheduler
+    repeating its SIGTERM cannot turn that exit into 143. Ignored, not handled: the interpreter
+    puts the default action back for Python handlers while it shuts down."""
+    if threading.current_thread() is threading.main_thread():
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+
+
+def say_from_handler(line: str) -> None:
+    """Write one line to stderr from a signal handler: straight to the file descriptor, since
+    a handler may run inside a write to the buffered stream (which raises on a reentrant call)."""
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = 2
+    with contextlib.suppress(OSError):
+        os.write(fd, f"{line}\n".encode())
 
 
 def installed_stop_signals() -> StopSignals | None:
@@ -115,21 +169,27 @@ def hold_stop_signals_now() -> StopSignals | None:
 
 
 @contextlib.contextmanager
-def hold_stop_signals() -> Iterator[None]:
-    """``hold_stop_signals_now`` for a block; released after it unless fit took over."""
+def hold_stop_signals(until_exit: bool = False) -> Iterator[None]:
+    """``hold_stop_signals_now`` for a block; released after it unless fit took over.
+    ``until_exit``, for a process that ends right after the block (the ``trainkit`` command):
+    when the stop's checkpoint was saved in it, stop signals stay ignored until the exit."""
     holder = hold_stop_signals_now()
     try:
         yield
     finally:
         if holder is not None and holder.is_installed():
-            holder.uninstall()
+            if until_exit and holder.saved:
+                ignore_stop_signals()
+            else:
+                holder.uninstall()
 
 
 def exit_on_signal(signum: int, why: str) -> None:
     """Leave at once with 128 + signum, saying why and that no checkpoint was written."""
     name = signal.Signals(signum).name
-    sys.stderr.write(f"trainkit: {name} ({why}): exiting without a checkpoint\n")
-    sys.stderr.flush()
+    with contextlib.suppress(RuntimeError, OSError, ValueError):  # what was printed before
+        sys.stderr.flush()
+    say_from_handler(f"trainkit: {name} ({why}): exiting without a checkpoint")
     os._exit(128 + signum)
 
 

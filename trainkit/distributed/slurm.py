@@ -16,8 +16,9 @@ PORT_BASE, PORT_SPAN = 15000, 20000  # derived rendezvous ports: 15000-34999
 STEPS_PER_JOB = 64  # a job's first 64 steps get ports no other job's first steps get
 REQUEUE_ENV = "TRAINKIT_AUTO_REQUEUE"  # "0": never requeue the SLURM job after a preemption
 # the stop signal after which the job is requeued (Lightning's requeue_signal): USR1, what
-# sbatch --signal=USR1@N sends before the time limit; SIGTERM (scancel, the limit itself, a
-# manual scontrol requeue, node shutdown) saves and stops without requeueing unless set to TERM
+# sbatch --signal=USR1@N sends before the time limit; SIGTERM (scancel, the limit itself, node
+# shutdown) saves and stops without requeueing unless set to TERM (the SIGTERM of a manual
+# scontrol requeue comes with SLURM's own requeue: requeued_by_slurm)
 REQUEUE_SIGNAL_ENV = "TRAINKIT_REQUEUE_SIGNAL"
 # a resumed attempt that trains fewer steps than this made no progress (start-up took its time
 # window; a stop signal is held until the first step, so a step is no proof of progress)
@@ -99,11 +100,11 @@ def check_not_batch_with_tasks(env: Mapping[str, str]) -> None:
         )
 
 
-def job_can_requeue(job_id: str) -> tuple[bool, str]:
-    """Whether ``scontrol`` says the job is a batch job that may be requeued, and if not why."""
+def job_fields(job_id: str) -> tuple[dict[str, str], str]:
+    """``scontrol show job``'s fields of the job, or ``({}, why not)``."""
     scontrol = shutil.which("scontrol")
     if scontrol is None:
-        return False, "scontrol is not on PATH"
+        return {}, "scontrol is not on PATH"
     try:
         shown = subprocess.run(
             [scontrol, "show", "job", "-o", job_id],
@@ -112,15 +113,34 @@ def job_can_requeue(job_id: str) -> tuple[bool, str]:
             timeout=30,
         )
     except (OSError, subprocess.TimeoutExpired) as err:
-        return False, f"scontrol show job failed ({err})"
+        return {}, f"scontrol show job failed ({err})"
     fields = dict(
         item.split("=", 1) for item in shown.stdout.split() if "=" in item and item[0].isupper()
     )
+    return fields, ""
+
+
+def job_can_requeue(job_id: str) -> tuple[bool, str]:
+    """Whether ``scontrol`` says the job is a batch job that may be requeued, and if not why."""
+    fields, unknown = job_fields(job_id)
+    if not fields:
+        return False, unknown
     if fields.get("BatchFlag") != "1":
         return False, "it is not a batch job (requeue needs sbatch)"
     if fields.get("Requeue") != "1":
         return False, "it may not be requeued (sbatch --requeue, or JobRequeue=1 in slurm.conf)"
     return True, ""
+
+
+def requeued_by_slurm(job_id: str, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether SLURM is requeueing the job itself (``scontrol requeue`` by hand, a preemption
+    with PreemptMode=REQUEUE): it counts the restart as it sends its SIGTERM, so the job's
+    ``Restarts`` is past this attempt's $SLURM_RESTART_COUNT."""
+    fields, _ = job_fields(job_id)
+    if fields.get("JobState", "").startswith("REQUEUE"):
+        return True
+    restarts, attempt = fields.get("Restarts", ""), environ.get("SLURM_RESTART_COUNT") or "0"
+    return restarts.isdigit() and attempt.isdigit() and int(restarts) > int(attempt)
 
 
 def requeue_signal() -> str:
@@ -168,6 +188,15 @@ def requeue_after_preemption(
     if not is_global_zero or not job_id or os.environ.get(REQUEUE_ENV, "1") == "0":
         return
     wanted = requeue_signal()
+    if requeued_by_slurm(job_id):
+        print(
+            f"trainkit: stopped by {stopped_by}; SLURM is requeueing job {job_id} itself "
+            "(scontrol requeue, or a preemption that requeues); when it starts again it resumes "
+            "from last.ckpt",
+            file=sys.stderr,
+            flush=True,
+        )
+        return
     if stopped_by != wanted:
         print(
             f"trainkit: stopped by {stopped_by}; not requeueing SLURM job {job_id}: only "

@@ -11,7 +11,7 @@ import torch
 
 from trainkit.callbacks.prediction_writer import BasePredictionWriter
 from trainkit.checkpoint import state as checkpoint_state
-from trainkit.checkpoint.files import CheckpointError
+from trainkit.checkpoint.files import CheckpointError, CheckpointWriteError
 from trainkit.compiling import uncompiled
 from trainkit.datamodule import DataModule
 from trainkit.distributed import rank_board
@@ -147,6 +147,7 @@ class StageRunner:
         if weights_only is None:
             weights_only = self.settings.checkpoint_weights_only
         status, mistake = "success", False
+        failure: BaseException | None = None
         try:
             ckpt_path = self._checkpoint_file(ckpt_path, weights_only)  # 'last'/'best' resolved
             state.ckpt_path = ckpt_path
@@ -160,6 +161,7 @@ class StageRunner:
         except TunerExit:  # the Tuner ran this stage only to tune: it ends after the search
             return None
         except BaseException as error:
+            failure = error
             state.status = "interrupted"
             state.hooks.call_callbacks("on_exception", error)
             if state.datamodule is not None:
@@ -167,9 +169,15 @@ class StageRunner:
             checkpoint_state.finish_saves(state, error)  # the save in flight lands first
             status = "failed"
             mistake = isinstance(error, (ConfigError, MisconfigurationError, CheckpointError))
+            mistake = mistake and not isinstance(error, CheckpointWriteError)  # a full disk: kept
             raise
         finally:
-            teardown_run(state, stage, status)
+            try:
+                teardown_run(state, stage, status)
+            except Exception as teardown_error:  # (a logger writing into a full or read-only
+                if failure is None:  # folder): the run's own failure stays the one reported
+                    raise
+                failure.add_note(f"also, while tearing the run down: {teardown_error}")
             if mistake:  # the run the input stopped leaves no empty version behind
                 discard_unfinished_run_folder(state)
             state.created_log_dir = False  # later stages' failures keep this stage's folder

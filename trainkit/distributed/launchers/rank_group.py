@@ -23,6 +23,11 @@ from trainkit.distributed.error_file import (
 )
 from trainkit.distributed.launchers.job_nodes import JobNodes
 from trainkit.distributed.launchers.node_report import lost_contact, timed_out
+from trainkit.distributed.launchers.rank_command import (
+    build_rank_command,
+    saved_mark,
+    stop_grace,
+)
 from trainkit.distributed.rank_board import (
     RankPosition,
     behind,
@@ -31,55 +36,22 @@ from trainkit.distributed.rank_board import (
     late_ranks,
     read_board,
 )
-from trainkit.distributed.rank_env import World, rank_env
+from trainkit.distributed.rank_env import World
 from trainkit.distributed.scratch import scratch_folder
 from trainkit.distributed.signals import (
-    ABORT_FILE_ENV,
-    BOARD_ENV,
-    DEFAULT_STOP_GRACE,
-    ERROR_FILE_ENV,
     PREEMPTED_EXIT_CODE,
     RESTART_ENV,
     SAME_NOTICE_SECONDS,
     STOP_GRACE_ENV,
     STOP_SIGNALS,
     die_with_parent,
+    ignore_stop_signals,
+    say_from_handler,
 )
-from trainkit.errors import ConfigError
 
 GRACE_SECONDS = 3.0
 POLL_SECONDS = 0.05
 EXITING_SECONDS = 1.0  # how long a rank that raised gets to exit by itself once blamed
-
-
-def build_rank_command(
-    local_rank: int,
-    world: World,
-    argv: list[str],
-    env: dict[str, str],
-    error_dir: str | None = None,
-) -> tuple[list[str], dict[str, str]]:
-    """The argv and environment of one local rank (pure: no side effects)."""
-    child_env = {**env, **rank_env(world, local_rank, env)}
-    if error_dir is not None:
-        child_env[ERROR_FILE_ENV] = str(Path(error_dir) / f"rank{local_rank}.json")
-        child_env[ABORT_FILE_ENV] = str(Path(error_dir) / "abort")
-        child_env[BOARD_ENV] = str(Path(error_dir) / "rank_board")
-    return list(argv), child_env
-
-
-def stop_grace() -> float:
-    """Seconds ranks get, after a stop signal, to finish the step, save and exit."""
-    value = os.environ.get(STOP_GRACE_ENV)
-    if not value:
-        return DEFAULT_STOP_GRACE
-    try:
-        grace = float(value)
-    except ValueError:
-        grace = -1.0
-    if not grace > 0:
-        raise ConfigError(STOP_GRACE_ENV, value, "seconds > 0", "unset it for 120")
-    return grace
 
 
 class RankGroup:
@@ -104,6 +76,7 @@ class RankGroup:
         self._signalled: int | None = None
         self._signalled_at = 0.0
         self._forced: str | None = None  # 'signal' or 'grace': why every rank was killed
+        self._noted_saved = False  # said that a stop signal after the save changes nothing
 
     def run(self) -> tuple[int, bool]:
         """Start, watch, tear down; returns (exit code, whether the failure was a port clash)."""
@@ -114,6 +87,22 @@ class RankGroup:
 
     def _run(self) -> tuple[int, bool]:
         previous = {sig: signal.signal(sig, self._on_signal) for sig in STOP_SIGNALS}
+        outcome: tuple[int, bool] | None = None
+        try:
+            failed = self._start_and_watch()
+            outcome = self._report(failed) if failed is not None else self._ended()
+            return outcome
+        finally:
+            if outcome is not None and outcome[0] == PREEMPTED_EXIT_CODE:
+                ignore_stop_signals()  # this process exits 75 next, whatever is sent meanwhile
+            else:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    def _start_and_watch(self) -> int | None:
+        """Start every local rank, watch them to the end, stop what is left; returns the failed
+        rank to blame, if any."""
+        failed = None
         try:
             for local_rank in range(self.world.local_world_size):
                 argv, env = build_rank_command(
@@ -129,12 +118,12 @@ class RankGroup:
                 self.node_lines = self._tell_nodes(failed)  # others may ask while it runs
         finally:
             self._stop_all()
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
             if self.nodes is not None:
                 self.nodes.ranks_status = None
-        if failed is not None:
-            return self._report(failed)
+        return failed
+
+    def _ended(self) -> tuple[int, bool]:
+        """The job's exit code when no rank failed, said in one line unless it is 0."""
         if self.stopped_for:
             self.cause = f"the job failed on {self.stopped_for}"
             print(f"trainkit: {self.cause}; stopped this node's ranks", file=sys.stderr, flush=True)
@@ -149,7 +138,7 @@ class RankGroup:
             )
             print(f"trainkit: {why}: killed every rank at once", file=sys.stderr)
             return 128 + self._signalled, False
-        if PREEMPTED_EXIT_CODE in codes:
+        if PREEMPTED_EXIT_CODE in codes or any(map(self._saved, range(len(self.procs)))):
             print(
                 f"trainkit: preempted{f' ({name})' if name else ''}: every rank saved its state "
                 "and stopped; run the same command with --ckpt_path last to resume",
@@ -175,36 +164,53 @@ class RankGroup:
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         """First stop signal: pass it to every rank (they save and exit); a second one, a
-        moment later, kills them all at once."""
+        moment later, kills them all at once, unless every rank has saved by then (a scheduler
+        repeating its SIGTERM, SLURM ending a job it requeues): then they finish exiting 75."""
         now = time.monotonic()
         if self._signalled is None:
             self._signalled, self._signalled_at = signum, now
             for proc in self.procs:
                 if proc.poll() is None:
                     proc.send_signal(signum)
+        elif self._every_rank_saved():
+            if not self._noted_saved:
+                self._noted_saved = True
+                first = signal.Signals(self._signalled).name
+                when = "again" if signum == self._signalled else f"after {first}"
+                say_from_handler(
+                    f"trainkit: {signal.Signals(signum).name} {when}; every rank has saved its "
+                    "state, finishing the exit (75)"
+                )
         elif now - self._signalled_at >= SAME_NOTICE_SECONDS and not self._forced:
             self._kill_all("signal")
 
+    def _saved(self, local_rank: int) -> bool:
+        """Whether the rank marked its stop's checkpoint as saved."""
+        return saved_mark(self.error_dir, local_rank).exists()
+
+    def _every_rank_saved(self) -> bool:
+        """Whether each rank has saved its stop's checkpoint or already exited 0 or 75."""
+        return bool(self.procs) and all(
+            self._saved(rank) or proc.poll() in (0, PREEMPTED_EXIT_CODE)
+            for rank, proc in enumerate(self.procs)
+        )
+
     def _kill_all(self, why: str) -> None:
-        self._forced = why
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
+        alive = [proc for proc in self.procs if proc.poll() is None]
+        if alive:  # none left: nothing was forced
+            self._forced = why
+        for proc in alive:
+            proc.kill()
 
     def _watch(self) -> int | None:
         """Wait until every rank has exited; return the failed rank to blame, if any. A rank that
         saved and stopped on a stop signal (PREEMPTED_EXIT_CODE) is no failure."""
         while True:
             codes = [proc.poll() for proc in self.procs]
-            # a rank ended by the stop signal we forwarded (before it could catch it) is no failure
-            stopped = -self._signalled if self._signalled is not None else None
-            failed = [
-                rank
-                for rank, code in enumerate(codes)
-                if code not in (None, 0, PREEMPTED_EXIT_CODE, stopped)
-            ]
+            failed = self._failed_ranks()
             if failed and not self._forced:
                 time.sleep(POLL_SECONDS)  # let near-simultaneous failures land to find the first
+                failed = self._await_the_cause(failed)
                 first = self._first_failure(failed)
                 # a rank that raised may still be exiting; its own exit code is the one to report
                 with contextlib.suppress(subprocess.TimeoutExpired):
@@ -222,6 +228,31 @@ class RankGroup:
             ):
                 self._kill_all("grace")
             time.sleep(POLL_SECONDS)
+
+    def _failed_ranks(self) -> list[int]:
+        """The ranks that ended in a failure so far. A rank ended by the stop signal we forwarded
+        (before it could catch it), or by any stop signal once it saved, is no failure."""
+        stopped = -self._signalled if self._signalled is not None else None
+        return [
+            rank
+            for rank, proc in enumerate(self.procs)
+            if (code := proc.poll()) not in (None, 0, PREEMPTED_EXIT_CODE, stopped)
+            and not (-code in STOP_SIGNALS and self._saved(rank))
+        ]
+
+    def _await_the_cause(self, failed: list[int]) -> list[int]:
+        """When every rank that failed so far only lost contact with a peer, the cause is a rank
+        still on its way out (one that said its error in one line and exits 1, without an error
+        file): give the others EXITING_SECONDS to end; returns the failed ranks then."""
+        errors = [self._error(rank) for rank in failed]
+        if not all(error and is_communication_error(error["traceback"]) for error in errors):
+            return failed
+        if any(error and is_collective_timeout(error["traceback"]) for error in errors):
+            return failed  # a late rank: the board names it, waiting would not
+        deadline = time.monotonic() + EXITING_SECONDS
+        while time.monotonic() < deadline and any(p.poll() is None for p in self.procs):
+            time.sleep(POLL_SECONDS)
+        return self._failed_ranks()
 
     def _first_failure(self, failed: list[int]) -> int:
         """The root cause, in this order: a rank that ended without an exception (killed,
