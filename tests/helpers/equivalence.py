@@ -169,11 +169,11 @@ def documented_difference(case: Case) -> Difference | None:
     if case.model == "buffer_unused" and replicas:
         why = "a buffer the step updates is updated once per device chunk (on GPU: by device 0)"
         return Difference(why, "equal_but", ("calls",))
-    sharded_ddp = case.strategy == "ddp_sharded"
-    if sharded_ddp and case.model == "buffer_unused" and case.optimizer == "adamw_scheduler":
+    flattens = case.strategy == "ddp_sharded" or deepspeed
+    if flattens and case.model == "buffer_unused" and case.optimizer == "adamw_scheduler":
         why = (
-            "fairscale gives a parameter no rank used a zero gradient (one process: None), so "
-            "AdamW's weight decay moves it"
+            "fairscale and deepspeed give a parameter no rank used a zero gradient (one process: "
+            "None), so AdamW's weight decay moves it"
         )
         return Difference(why, "equal_but", ("unused.",))
     return None
@@ -510,6 +510,9 @@ def max_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> fl
 
 
 RTOL, ATOL = 1e-6, 1e-6  # fp32: the order of the reductions is the only difference
+# a resumed run equals the uninterrupted one to the bit on 1 and 2 ranks; on 4 it may differ by
+# a rounding (7.5e-9 measured, SGD with accumulation: docs/strategies.md, "Equivalence")
+RESUME_GAP_4_RANKS = 1e-7
 
 
 def compare(case: Case, weights: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]):
@@ -542,7 +545,7 @@ def run_case(case: Case, folder: Path, references: dict[Case, dict], timeout: fl
             path = run_program(case, folder / "resumed", timeout, "--resume-from", str(mid))
             resumed = torch.load(path, weights_only=True)
             gap = max_difference(resumed, straight)
-            if gap != 0:
+            if gap > (0 if case.ranks <= 2 else RESUME_GAP_4_RANKS):
                 return Outcome(case, "broken", f"resumed != uninterrupted by {gap:.3g}", gap)
     except RunFailed as failed:
         return Outcome(case, "broken", str(failed))
