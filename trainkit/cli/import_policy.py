@@ -52,7 +52,10 @@ def apply_import_policy(environ: Mapping[str, str] = os.environ) -> None:
 def refuses(path: str) -> bool:
     """Whether the policy refuses the dotted ``path`` by its name alone: the same lookup the
     parser makes before it imports a class path (the denylist; with an allowlist, whatever is
-    outside it)."""
-    from jsonargparse._common import denying_import_path_entry  # the parser's own verdict
-
+    outside it). A jsonargparse without that lookup (it is not public) refuses nothing here;
+    its parser still refuses such a class path when it reads it."""
+    try:
+        from jsonargparse._common import denying_import_path_entry  # the parser's own verdict
+    except ImportError:
+        return False
     return denying_import_path_entry(path) is not None
