@@ -192,3 +192,33 @@ def test_resuming_sweeps_what_a_killed_writer_left_beside_the_checkpoint(make_tr
     again = make_trainer(max_epochs=2, default_root_dir=str(tmp_path / "second"))
     again.fit(Regression(), regression_loader(), ckpt_path=str(last))
     assert not dead.exists() and live.exists() and elsewhere.exists()
+
+
+def test_last_is_the_checkpoint_with_the_most_steps_not_the_newest_file(tmp_path, capsys):
+    """``cp -r`` of a run folder makes its older checkpoint the newest file: 'last' goes by the
+    steps each recorded, and says which it chose when several compete."""
+    import os
+    import shutil
+
+    fit(tmp_path / "root" / "early", max_steps=3)
+    fit(tmp_path / "root" / "late", max_steps=6)
+    early = next((tmp_path / "root" / "early").glob("**/last.ckpt"))
+    shutil.copytree(early.parents[2], tmp_path / "root" / "copied")  # the newest file now
+    copied = next((tmp_path / "root" / "copied").glob("**/last.ckpt"))
+    os.utime(copied)
+    capsys.readouterr()
+    trainer, _ = fit(tmp_path / "root", max_steps=8, ckpt_path="last")
+    said = capsys.readouterr().err
+    assert trainer.global_step == 8 and "3 last.ckpt under" in said
+    assert "resuming the one with the most steps" in said and "(step 6)" in said
+    assert str(copied) in said.split("; not ")[1]
+
+
+def test_last_with_no_checkpoint_yet_starts_from_the_model_as_built(tmp_path, capsys):
+    """A job submitted again with ``--ckpt_path last`` resumes once a checkpoint exists and
+    starts fresh before (Lightning warns and starts fresh too)."""
+    trainer, _ = fit(tmp_path, max_steps=2, ckpt_path="last")
+    assert trainer.global_step == 2
+    assert "ckpt_path 'last': no last.ckpt under" in capsys.readouterr().err
+    resumed, _ = fit(tmp_path, max_steps=4, ckpt_path="last")
+    assert resumed.global_step == 4

@@ -258,8 +258,8 @@ BAD_INPUTS = [
     ),
     (["test", "-c", "{cfg}", "--ckpt_path", "/nope.ckpt"], "'/nope.ckpt'"),
     (
-        ["test", "-c", "{cfg}", "--ckpt_path", "last", "--trainer.default_root_dir", "empty"],
-        "'last'",
+        ["test", "-c", "{cfg}", "--ckpt_path", "best", "--trainer.default_root_dir", "empty"],
+        "'best'",  # ('last' with none there tests the model as built, as in Lightning)
     ),
     (
         ["fit", "-c", "{cfg}", "--trainer.devices", "2", "--trainer.strategy", "ddp"],

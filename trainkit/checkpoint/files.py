@@ -306,13 +306,35 @@ def commit_sharded(rest: dict[str, Any], tmp: Path, path: str | os.PathLike) -> 
 
 
 def find_checkpoint(root: str | os.PathLike, name: str = "last.ckpt") -> Path | None:
-    """The most recently written ``name`` under ``root`` (any version folder), or None."""
-    candidates = [
+    """The ``name`` under ``root`` (any version folder) that recorded the most optimizer
+    steps, or None (``checkpoint_candidates``)."""
+    candidates = checkpoint_candidates(root, name)
+    return candidates[0][1] if candidates else None
+
+
+def checkpoint_candidates(
+    root: str | os.PathLike, name: str = "last.ckpt"
+) -> list[tuple[int, Path]]:
+    """Every ``name`` under ``root`` with the global step it recorded, the most steps first (the
+    newest file first among equals; an unreadable one counts as step -1). Modification times
+    alone mislead: ``cp -r`` of a run folder makes its older checkpoint the newest file."""
+    found = [
         p for p in Path(root).glob(f"**/{name}") if p.is_file() or (p / SHARDED_META).is_file()
     ]
-    if not candidates:
-        return None
-    return max(candidates, key=lambda p: p.stat().st_mtime_ns)
+    ranked = [(recorded_step(p), p) for p in found]
+    ranked.sort(key=lambda item: (item[0], item[1].stat().st_mtime_ns), reverse=True)
+    return ranked
+
+
+def recorded_step(path: Path) -> int:
+    """The global step a checkpoint recorded, read without loading its tensors (-1: none)."""
+    meta = path / SHARDED_META if path.is_dir() else path
+    try:
+        saved = torch.load(meta, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # torn, foreign or not a checkpoint: never preferred
+        return -1
+    step = saved.get("global_step", -1) if isinstance(saved, dict) else -1
+    return step if isinstance(step, int) else -1
 
 
 def plain_hparams(hparams: Mapping[str, Any]) -> dict[str, Any]:

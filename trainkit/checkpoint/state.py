@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -10,7 +11,7 @@ from trainkit.checkpoint.files import (
     CHECKPOINT_FORMAT,
     CheckpointError,
     check_fits,
-    find_checkpoint,
+    checkpoint_candidates,
     load_checkpoint,
     plain_hparams,
     require_state_dict,
@@ -312,9 +313,17 @@ class RecordedPaths(Protocol):
 
 
 def resolve_path(
-    ckpt_path: str, checkpoint_callback: RecordedPaths | None, root: str, weights_only: bool = True
-) -> str:
-    """'last' (newest last.ckpt), 'best' (recorded by ModelCheckpoint) or a path, as a path."""
+    ckpt_path: str,
+    checkpoint_callback: RecordedPaths | None,
+    root: str,
+    weights_only: bool = True,
+    quiet: bool = False,
+) -> str | None:
+    """'last', 'best' (recorded by ModelCheckpoint) or a path, as a path. 'last' is the
+    last.ckpt this Trainer wrote, else the one under ``root`` that recorded the most steps
+    (said, unless ``quiet``, when several compete); with none there yet, None: the stage
+    starts from the model as built, as in Lightning (said once, unless ``quiet``), so a job
+    submitted again with ``--ckpt_path last`` resumes once a checkpoint exists."""
     callback = checkpoint_callback
     if ckpt_path == "last":
         if (
@@ -323,16 +332,20 @@ def resolve_path(
             and Path(callback.last_model_path).is_file()
         ):
             return callback.last_model_path
-        found = find_checkpoint(root)
-        if found is None:
-            raise FileNotFoundError(f"ckpt_path 'last': no last.ckpt under {root!r}; train first")
-        return str(found)
+        candidates = checkpoint_candidates(root)
+        if not quiet:
+            say_which_last(candidates, root)
+        return str(candidates[0][1]) if candidates else None
     if ckpt_path == "best":
         if callback is not None and callback.best_model_path:
             return callback.best_model_path
-        last = load_checkpoint(
-            resolve_path("last", callback, root, weights_only), weights_only=weights_only
-        )
+        last_path = resolve_path("last", callback, root, weights_only, quiet=True)
+        if last_path is None:
+            raise FileNotFoundError(
+                f"ckpt_path 'best': no checkpoint under {root!r}; expected a finished fit "
+                "there; run fit first or pass a path"
+            )
+        last = load_checkpoint(last_path, weights_only=weights_only)
         for callback_state in last.get("callbacks", {}).values():
             if callback_state.get("best_model_path"):
                 return callback_state["best_model_path"]
@@ -340,6 +353,28 @@ def resolve_path(
             "ckpt_path 'best': no best checkpoint recorded; use 'last' or a path"
         )
     return ckpt_path
+
+
+def say_which_last(candidates: list[tuple[int, Path]], root: str) -> None:
+    """On global rank 0: that 'last' found nothing (the stage starts from the model as built),
+    or which of several last.ckpt it chose, by the steps they recorded."""
+    from trainkit.distributed.comm import rank_zero_info
+
+    if not candidates:
+        rank_zero_info(
+            f"trainkit: ckpt_path 'last': no last.ckpt under {root!r} yet; starting from the "
+            "model as built (it resumes once a checkpoint is there)",
+            file=sys.stderr,
+        )
+    elif len(candidates) > 1:
+        (step, chosen), others = candidates[0], candidates[1:]
+        rest = ", ".join(f"{path} (step {s})" for s, path in others[:3])
+        more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+        rank_zero_info(
+            f"trainkit: ckpt_path 'last': {len(candidates)} last.ckpt under {root!r}; "
+            f"resuming the one with the most steps, {chosen} (step {step}); not {rest}{more}",
+            file=sys.stderr,
+        )
 
 
 def last_checkpoint_path(checkpoint_callback: object, log_dir: str) -> str:

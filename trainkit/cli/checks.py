@@ -29,8 +29,10 @@ def check_checkpoint(
 
     weights_only = trainer.checkpoint_weights_only
     path = resolve_path(
-        ckpt_path, trainer.checkpoint_callback, trainer.default_root_dir, weights_only
+        ckpt_path, trainer.checkpoint_callback, trainer.default_root_dir, weights_only, quiet=True
     )
+    if path is None:  # 'last' with none there yet: the stage says so and starts fresh
+        return
     try:
         checkpoint = verify(path, model, weights_only, full=subcommand == "fit")
     except CheckpointError as err:  # name the model arguments that changed, if any did
@@ -72,9 +74,9 @@ def check_ckpt_path(ckpt_path: str | None, root: str) -> None:
     """Fail early (exit 2) when a requested checkpoint cannot exist."""
     from trainkit.checkpoint.files import find_checkpoint
 
-    if ckpt_path is None:
+    if ckpt_path in (None, "last"):  # 'last' with none there starts from the model as built
         return
-    if ckpt_path in ("last", "best"):
+    if ckpt_path == "best":
         if find_checkpoint(root) is None:
             raise FileNotFoundError(
                 f"ckpt_path {ckpt_path!r}: no checkpoint under {root!r}; expected a finished fit there; "
