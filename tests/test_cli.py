@@ -346,3 +346,20 @@ def test_errors_in_user_code_keep_their_traceback(tmp_path):
     )
     assert result.returncode == 1
     assert "Traceback" in result.stderr and "boom on purpose" in result.stderr
+
+
+def test_evaluating_without_a_checkpoint_says_the_weights_are_untrained(
+    tmp_path, autoencoder_config, capsys, monkeypatch
+):
+    """``trainkit test`` without --ckpt_path evaluates the model as the config builds it: it
+    runs (as in Lightning) and says so in one line."""
+    from trainkit.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["trainkit"])
+    main(["test", "-c", autoencoder_config, "--trainer.limit_test_batches", "1"])
+    said = [line for line in capsys.readouterr().err.splitlines() if "--ckpt_path" in line]
+    assert said == [
+        "trainkit: test without --ckpt_path uses the model as the config builds it (untrained "
+        "weights); pass --ckpt_path last, best or a file to use a trained one"
+    ]

@@ -21,7 +21,17 @@ def check_checkpoint(
     from trainkit.distributed.signals import ERROR_FILE_ENV
 
     check_ckpt_path(ckpt_path, trainer.default_root_dir)
-    if ckpt_path is None or not trainer.is_global_zero or os.environ.get(ERROR_FILE_ENV):
+    the_user_started = trainer.is_global_zero and not os.environ.get(ERROR_FILE_ENV)
+    if ckpt_path is None and subcommand != "fit" and the_user_started:
+        import sys
+
+        print(
+            f"trainkit: {subcommand} without --ckpt_path uses the model as the config builds it "
+            "(untrained weights); pass --ckpt_path last, best or a file to use a trained one",
+            file=sys.stderr,
+            flush=True,
+        )
+    if ckpt_path is None or not the_user_started:
         return
     from trainkit.checkpoint.files import CheckpointError
     from trainkit.checkpoint.resume_changes import model_changes
