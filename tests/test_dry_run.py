@@ -77,9 +77,9 @@ def summary(steps_per_epoch, total_steps):
     )
 
 
-def dry(make_trainer, model, **trainer):
+def dry(make_trainer, model, ckpt_path=None, **trainer):
     options = {"dry_run": True, "max_epochs": 10, "enable_progress_bar": True, **trainer}
-    make_trainer(**options).fit(model, loader(), loader(32))
+    make_trainer(**options).fit(model, loader(), loader(32), ckpt_path=ckpt_path)
 
 
 def test_a_few_batches_of_each_loop_run_and_nothing_is_written(make_trainer, tmp_path, capsys):
@@ -162,3 +162,25 @@ def test_the_cli_flag_answers_exit_0_or_one_line_exit_2(run_cli, autoencoder_con
     (line,) = broken.stderr.strip().splitlines()
     assert line.startswith("trainkit: error: dry run: the real run would fail: RuntimeError: ")
     assert "(test_dry_run.py:" in line and "in validation_step)" in line
+
+
+def test_a_resumed_dry_run_measures_batches_from_the_checkpoint_on(make_trainer, capsys):
+    make_trainer(max_epochs=1, enable_checkpointing=True).fit(Regressor(), loader(), loader(32))
+    model = Regressor()
+    capsys.readouterr()
+    dry(make_trainer, model, max_epochs=2, enable_checkpointing=True, ckpt_path="last")
+    out = capsys.readouterr().out
+    assert "resumes at                 epoch 1, step 8 of 16" in out  # the real run's numbers
+    assert model.batches["train"] == dry_run.BATCHES  # measured from step 8 on
+    assert "median step after the first" in out
+
+
+def test_a_dry_run_of_a_finished_checkpoint_says_nothing_is_left(make_trainer, capsys):
+    make_trainer(max_epochs=1, enable_checkpointing=True).fit(Regressor(), loader(), loader(32))
+    model = Regressor()
+    capsys.readouterr()
+    dry(make_trainer, model, max_epochs=1, enable_checkpointing=True, ckpt_path="last")
+    out = capsys.readouterr().out
+    assert "epoch 1, step 8 of 8 (nothing left to train" in out and "-76" not in out
+    assert "dry run: the checkpoint already took the run's 8 optimizer steps: nothing left" in out
+    assert model.batches == {"train": 0, "val": 0}

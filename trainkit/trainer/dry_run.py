@@ -122,6 +122,28 @@ def local_numel(parameter: torch.Tensor) -> int:
     return local_part(parameter).numel()
 
 
+def limits_after(limits: LoopLimits, epoch: int, global_step: int, skip: int) -> LoopLimits:
+    """A dry run's ``limits`` moved to where a resumed checkpoint stands (epoch ``epoch``,
+    ``global_step`` steps, ``skip`` batches of the epoch trained), so that its few batches run
+    from there instead of ending at once."""
+    import dataclasses
+
+    return dataclasses.replace(
+        limits,
+        max_epochs=epoch + 1,
+        max_steps=global_step + BATCHES,
+        limit_train_batches=skip + BATCHES,
+    )
+
+
+def nothing_left(global_step: int) -> str:
+    """What a dry run of a checkpoint that already finished the configured run says."""
+    return (
+        f"\ndry run: the checkpoint already took the run's {global_step} optimizer steps: "
+        "nothing left to train; raise trainer.max_epochs or max_steps to go on (exit 0)"
+    )
+
+
 def find_probe(state: RunState) -> DryRunProbe | None:
     """The run's probe (None: not a dry run)."""
     return next((cb for cb in state.callbacks if isinstance(cb, DryRunProbe)), None)

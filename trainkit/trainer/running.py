@@ -242,11 +242,23 @@ class StageRunner:
         self.run_summary = describe_run(state, settings.selection, effective, lr, planned)
         resumed_from = self._restore(ckpt_path, True, weights_only)
         if resumed_from is not None:
-            self.run_summary = resumed(self.run_summary, resumed_from, state)
+            self.run_summary = resumed(self.run_summary, resumed_from, state, planned)
         log_hyperparams(state, self.run_summary)
         show_summary = settings.show_summary and self.strategy.is_global_zero
         if show_summary:
             print_summary(self.run_summary)
+        if settings.dry_run is not None and resumed_from is not None:
+            from trainkit.trainer import dry_run
+
+            position = state.position
+            if self.run_summary.total_steps == position.global_step:
+                if self.strategy.is_global_zero:
+                    print(dry_run.nothing_left(position.global_step), flush=True)
+                return
+            skip = state.stop.resume.skip if state.stop.resume is not None else 0
+            state.limits = dry_run.limits_after(
+                state.limits, position.epoch, position.global_step, skip
+            )
         from trainkit.loops.preemption import run_watching_stop_signals
 
         # loaders from the module's or datamodule's hooks can be asked for again: every N

@@ -76,10 +76,11 @@ def print_summary(summary: RunSummary) -> None:
         print(summary.render(rich=False), flush=True)
 
 
-def resumed(summary: RunSummary, path: str, state: RunState) -> RunSummary:
+def resumed(summary: RunSummary, path: str, state: RunState, limits: LoopLimits) -> RunSummary:
     """The summary of a fit that continues ``path``: the steps already taken (at whatever rate
-    the earlier run had) plus those left at this run's rate."""
-    position, limits = state.position, state.limits
+    the earlier run had) plus those left at this run's rate, under ``limits`` (the real run's,
+    in a dry run too); never fewer than the steps already taken."""
+    position = state.position
     resume = state.stop.resume
     skip = resume.skip if resume is not None else 0
     per_epoch = summary.steps_per_epoch
@@ -91,7 +92,10 @@ def resumed(summary: RunSummary, path: str, state: RunState) -> RunSummary:
         total -= done_in_epoch
     if limits.max_steps >= 0:
         total = min(total, limits.max_steps)
+    total = max(total, position.global_step)  # a finished run: nothing left
     at = f"epoch {position.epoch}, step {position.global_step} of {total}"
+    if total == position.global_step:
+        at += " (nothing left to train: raise max_epochs or max_steps to go on)"
     return dataclasses.replace(summary, total_steps=total, resumed_from=path, resumed_at=at)
 
 
