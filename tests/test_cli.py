@@ -236,6 +236,11 @@ def test_user_script_with_fixed_classes(tmp_path):
 
 BAD_INPUTS = [
     (["train"], "'train'"),
+    # the mistakes people make, each answered with the spelling they meant
+    (["fit", "{cfg}"], "expected a config file after -c; did you mean -c "),
+    (["fit", "-c", "{cfg}", "--seed", "0"], "did you mean --seed_everything?"),
+    (["fit", "-c", "{cfg}", "--trainer.logger", "csv"], "did you mean CSVLogger?"),
+    (["fit", "-c", "{cfg}", "--trainer.max_epoch", "3"], "did you mean --trainer.max_epochs?"),
     (["fit", "-c", "{cfg}", "--trainer.bogus", "1"], "--trainer.bogus"),
     (["fit", "-c", "{cfg}", "--trainer.max_epochs", "abc"], "trainer.max_epochs 'abc'"),
     (["fit"], "model"),

@@ -65,7 +65,12 @@ def summarize(message: str, help_hint: str) -> str:
             f"or full class_path (e.g. {example}); {help_hint}"
         )
     if key and expected:
-        return f"{key} {value!r}; expected {' or '.join(dict.fromkeys(expected))}; {help_hint}"
+        named = logger_named(key, value)
+        return (
+            f"{key} {value!r}; expected {' or '.join(dict.fromkeys(expected))}; "
+            + (f"did you mean {named}? (loggers are named by class) " if named else "")
+            + help_hint
+        )
     text = " ".join(message.split()).rstrip(".")
     if len(text) > 300:
         text = text[:297] + "..."
@@ -152,13 +157,38 @@ def unknown_options(message: str, defaults: Namespace, help_hint: str) -> str | 
     if not found:
         return None
     given = found.group(1).split()[0].partition("=")[0]
+    if not given.startswith("-") and given.endswith(CONFIG_SUFFIXES):
+        return (
+            f"unrecognized arguments: {given!r} is not an option; expected a config file after "
+            f"-c; did you mean -c {given}?"
+        )
     known = [f"--{key}" for key in defaults.keys()]  # noqa: SIM118 (a Namespace, not a dict)
-    close = difflib.get_close_matches(given, known, n=1, cutoff=0.75)
+    longer = [option for option in known if option.startswith(given)]  # never a prefix
+    close = longer[:1] or difflib.get_close_matches(given, known, n=1, cutoff=0.75)
     suggestion = f"did you mean {close[0]}? " if close else ""
     return (
         f"unrecognized arguments: option {given!r} is unknown; expected one listed by "
         f"{help_hint.removeprefix('see ')}; {suggestion}(options are never abbreviated)"
     )
+
+
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
+# what people type for a logger, and the class it names
+LOGGER_CLASSES = {
+    "csv": "CSVLogger",
+    "tensorboard": "TensorBoardLogger",
+    "tb": "TensorBoardLogger",
+    "mlflow": "MLFlowLogger",
+    "wandb": "WandbLogger",
+}
+
+
+def logger_named(key: str, value: object) -> str | None:
+    """The logger class a loose ``trainer.logger`` value ('csv', 'tensorboard') means, or None."""
+    if key != "trainer.logger" or not isinstance(value, str):
+        return None
+    word = value.strip("'\"").lower().removesuffix("logger")
+    return LOGGER_CLASSES.get(word)
 
 
 def unknown_init_argument(key: str, path: str, name: str, help_hint: str) -> str:
