@@ -368,3 +368,21 @@ def test_evaluating_without_a_checkpoint_says_the_weights_are_untrained(
         "trainkit: test without --ckpt_path uses the model as the config builds it (untrained "
         "weights); pass --ckpt_path last, best or a file to use a trained one"
     ]
+
+
+def test_an_unknown_key_in_a_config_file_gets_the_key_it_resembles(
+    tmp_path, autoencoder_config, capsys, monkeypatch
+):
+    from trainkit.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["trainkit"])
+    (tmp_path / "typo.yaml").write_text("trainer:\n  max_epoch: 2\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "-c", autoencoder_config, "-c", "typo.yaml"])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1
+    assert err == (
+        "trainkit: error: config key 'trainer.max_epoch' unknown; expected one listed by "
+        "trainkit fit --help; did you mean 'trainer.max_epochs'?"
+    )

@@ -146,6 +146,7 @@ def _denied_import(key: str, path: str, entry: str) -> str:
 
 
 _UNRECOGNIZED = re.compile(r"[Uu]nrecognized arguments: (.+)")
+_NOT_ACCEPTED = re.compile(r"does not accept options? (.+)")
 
 
 def unknown_options(message: str, defaults: Namespace, help_hint: str) -> str | None:
@@ -153,6 +154,17 @@ def unknown_options(message: str, defaults: Namespace, help_hint: str) -> str | 
     abbreviated, so ``--trainer.max_epoch`` is a typo, not a prefix); None for other errors."""
     import difflib
 
+    in_config = _NOT_ACCEPTED.search(message)  # a key in a config file
+    if in_config:
+        keys = re.findall(r"'([^']+)'", in_config.group(1))
+        known_keys = list(defaults.keys())
+        close = [difflib.get_close_matches(key, known_keys, n=1, cutoff=0.75) for key in keys]
+        meant = [f"{match[0]!r}" for match in close if match]
+        return (
+            f"config key{'s' if len(keys) > 1 else ''} {', '.join(map(repr, keys))} unknown; "
+            f"expected one listed by {help_hint.removeprefix('see ')}"
+            + (f"; did you mean {' and '.join(meant)}?" if meant else "")
+        )
     found = _UNRECOGNIZED.search(message)
     if not found:
         return None
