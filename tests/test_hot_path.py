@@ -56,4 +56,4 @@ def test_logger_rows_equal_the_values_the_module_computed(tmp_path):
     rows = list(csv.DictReader((Path(trainer.log_dir) / "metrics.csv").open()))
     logged = [float(r["train_loss"]) for r in rows if r.get("train_loss")]
     assert logged == pytest.approx(values, rel=1e-6)
-    assert [int(r["step"]) for r in rows if r.get("train_loss")] == list(range(1, 9))
+    assert [int(r["step"]) for r in rows if r.get("train_loss")] == list(range(8))

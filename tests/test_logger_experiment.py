@@ -74,16 +74,17 @@ def test_the_csv_experiment_writes_metrics_and_hyperparameters(tmp_path):
     fit(tmp_path, logger)
     writer = logger.experiment
     assert writer.log_dir == logger.log_dir
-    assert [row["step"] for row in rows(logger.metrics_file)] == ["1", "2", "3", "4"]
+    assert [row["step"] for row in rows(logger.metrics_file)] == ["0", "1", "2", "3"]
     writer.log_metrics({"extra": torch.tensor(0.5)}, step=9)
     writer.log_metrics({"loss": 1.0})
     writer.log_hparams({"lr": 0.1})
     writer.save()
     written = rows(Path(writer.metrics_file_path))
-    assert list(written[0]) == ["step", "loss", "epoch", "extra"]  # a new column, rows kept
+    # a new column, rows kept; columns sorted by name, as Lightning's
+    assert list(written[0]) == ["epoch", "extra", "loss", "step"]
     assert [(row["step"], row["extra"], row["loss"]) for row in written[-2:]] == [
         ("9", "0.5", ""),
-        ("5", "", "1.0"),  # without a step: the rows logged so far
+        ("1", "", "1.0"),  # without a step: the rows not yet saved, as Lightning's
     ]
     assert yaml.safe_load((Path(logger.log_dir) / "hparams.yaml").read_text()) == {"lr": 0.1}
 
@@ -123,7 +124,7 @@ def test_a_custom_logger_with_read_only_name_and_version(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     logger = MyLogger()
     model = fit(tmp_path, logger)
-    assert [step for step, _ in logger.metrics] == [1, 2, 3, 4]
+    assert [step for step, _ in logger.metrics] == [0, 1, 2, 3]
     assert model.experiments == [["the run"]] and logger.log_dir == str(Path("MyLogger", "0.1"))
 
 

@@ -81,7 +81,8 @@ def test_yaml_logger_list_by_short_class_name_and_the_default_store(
     (run,) = client.search_runs([client.get_experiment_by_name("cli").experiment_id])
     assert run.info.status == "FINISHED" and run.info.run_name == "tour"
     assert run.data.params["hidden"] == "64" and run.data.params["batch_size"] == "64"
-    assert [m.step for m in client.get_metric_history(run.info.run_id, "val_loss")] == [4]
+    # at the step of the epoch's last batch (Lightning's axis)
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "val_loss")] == [3]
     run_folder = tmp_path / "mlruns" / "cli" / run.info.run_id
     assert run.info.artifact_uri == (run_folder / "artifacts").as_uri()
     uploaded = artifacts(client, run.info.run_id)
@@ -142,9 +143,10 @@ def test_params_metrics_with_steps_and_every_checkpoint_reach_the_server(server,
     assert run.data.params["lr"] == "0.03" and run.data.params["features"] == "4"
     assert "run/devices" in run.data.params  # the startup table, as for every logger
     train = client.get_metric_history(logger.run_id, "a-train_loss")
-    assert [m.step for m in train] == [2, 4, 6, 8, 10, 12, 14, 16]  # 8 steps an epoch, every 2nd
+    # 8 steps an epoch, every 2nd, at the batches stepped before it (Lightning's axis)
+    assert [m.step for m in train] == [1, 3, 5, 7, 9, 11, 13, 15]
     val = client.get_metric_history(logger.run_id, "a-val_loss")
-    assert [m.step for m in val] == [8, 16]
+    assert [m.step for m in val] == [7, 15]
     assert val[-1].value == pytest.approx(trainer.callback_metrics["val_loss"].item())
     # 'all': every checkpoint as it was saved, including epoch 0's that top-1 later deleted
     assert artifacts(client, logger.run_id) == {
@@ -232,7 +234,7 @@ def test_a_run_that_raises_ends_failed(server, tmp_path):
         fit(tmp_path, logger, module=Crashes())
     client = mlflow.MlflowClient(server)
     assert client.get_run(logger.run_id).info.status == "FAILED"
-    assert [m.step for m in client.get_metric_history(logger.run_id, "train_loss")] == [2]
+    assert [m.step for m in client.get_metric_history(logger.run_id, "train_loss")] == [1]
 
 
 def test_import_and_construction_load_neither_mlflow_nor_wandb(tmp_path):

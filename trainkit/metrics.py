@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeGuard
@@ -114,6 +115,7 @@ class MetricStore:
         self.reducer: Callable[[Tensor, str], Tensor] | None = None
         self.metric_objects: dict[str, Any] = {}  # torchmetrics Metrics logged this epoch
         self._computed_metrics: list[Any] = []  # computed, reset after the epoch-end hooks
+        self.epoch_reduced = False  # reduce_epoch ran: the epoch's values are known
 
     def new_batch(self, batch: object) -> None:
         """Point the store at the batch being processed (its size is read only if needed)."""
@@ -179,13 +181,16 @@ class MetricStore:
         its epoch value is its own ``compute()`` (synced by the metric) at epoch end, then reset."""
         if meta.on_step:
             batch_value = metric._forward_cache  # noqa: SLF001 (forward()'s value is kept only here)
-            if batch_value is None:
-                raise ValueError(
-                    f"self.log({name!r}, {type(metric).__name__}) on_step needs the metric's "
-                    "value for this batch; expected metric(preds, target) in the step (not only "
-                    "metric.update(...)); call it, or log with on_step=False"
+            if batch_value is not None:
+                self.step_values[name] = _scalar(name, batch_value)
+            else:  # only metric.update(...) ran: as Lightning, no step value (the epoch's stays)
+                self.step_values.pop(name, None)
+                warnings.warn(
+                    f"self.log({name!r}, {type(metric).__name__}) on_step: the metric has no "
+                    "value for this batch (only metric.update(...) ran), so no step value is "
+                    "logged; call metric(preds, target) for one, or log with on_step=False",
+                    stacklevel=4,
                 )
-            self.step_values[name] = _scalar(name, batch_value)
         self.metric_objects[name] = metric
 
     def _register(self, name: str, meta: MetricMeta, sync_dist_group: object) -> MetricMeta:
@@ -225,6 +230,7 @@ class MetricStore:
         ``reset_metric_objects=False`` the logged Metric objects keep their state until
         ``reset_computed_metrics()``: an epoch-end hook may still read them (``compute()``)."""
         out: dict[str, Tensor] = {}
+        self.epoch_reduced = True
         for name, aggregate in self._epoch.items():
             reduced = aggregate.result(self.reducer if self.meta[name].sync_dist else None)
             if reduced is not None:

@@ -13,8 +13,9 @@ SEED_ENV = "TRAINKIT_GLOBAL_SEED"
 WORKERS_ENV = "TRAINKIT_SEED_WORKERS"
 
 
-def seed_everything(seed: int | None = None, workers: bool = True) -> int:
-    """Seed python, numpy and torch (all devices); with ``workers``, DataLoader workers too."""
+def seed_everything(seed: int | None = None, workers: bool = True, verbose: bool = True) -> int:
+    """Seed python, numpy and torch (all devices); with ``workers``, DataLoader workers too.
+    ``verbose``: Lightning's argument, accepted; trainkit logs no message here."""
     if seed is None:
         seed = int(os.environ.get(SEED_ENV, random.SystemRandom().randrange(2**31)))
     seed = int(seed)

@@ -16,6 +16,9 @@ PROGRAMS = Path(__file__).parent / "programs"
 
 # the only edits a port makes: these imports (longest first, so a package beats its parent)
 LIGHTNING_IMPORTS = [
+    # Lightning Fabric's utilities: trainkit.fabric.* is lightning.fabric.* (docs/porting.md)
+    ("from trainkit.fabric.", "from lightning.fabric."),
+    ("import trainkit.fabric.", "import lightning.fabric."),
     ("from trainkit.callbacks import", "from lightning.pytorch.callbacks import"),
     ("from trainkit.loggers import", "from lightning.pytorch.loggers import"),
     ("from trainkit.strategies import", "from lightning.pytorch.strategies import"),
@@ -33,7 +36,10 @@ def as_lightning(source: str) -> str:
         source = source.replace(ours, theirs)
     # any other module (`from trainkit.callbacks.progress import`) and alias (`as L`)
     source = re.sub(
-        r"^from trainkit\.([\w.]+) import", r"from lightning.pytorch.\1 import", source, flags=re.M
+        r"^from trainkit\.(?!fabric\b)([\w.]+) import",
+        r"from lightning.pytorch.\1 import",
+        source,
+        flags=re.M,
     )
     return re.sub(
         r"^import trainkit as (\w+)", r"import lightning.pytorch as \1", source, flags=re.M

@@ -45,10 +45,11 @@ def test_rank_zero_logs_one_run_and_every_rank_agrees_on_its_folder(
     client = mlflow.MlflowClient((tmp_path / "store").as_uri())
     (run,) = client.search_runs([client.get_experiment_by_name("ranks").experiment_id])
     assert run.info.status == "FINISHED" and run.data.params["run/world_size"] == "2"
-    assert [m.step for m in client.get_metric_history(run.info.run_id, "val_loss")] == [2, 4]
+    # at the last training step before each validation, counted from 0 (Lightning's steps)
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "val_loss")] == [1, 3]
     folders = list((tmp_path / "mlruns" / "ranks").iterdir())
     assert folders == [tmp_path / "mlruns" / "ranks" / run.info.run_id]
     assert (folders[0] / "checkpoints" / "last.ckpt").is_file()
     (wandb_run,) = offline_runs(tmp_path / "wandb_runs")
-    assert [step for step, _ in wandb_run.metric("val_loss")] == [2, 4]
+    assert [step for step, _ in wandb_run.metric("val_loss")] == [1, 3]
     assert wandb_run.config["run/world_size"] == "2" and list(wandb_run.info.tags) == ["two-ranks"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -108,6 +109,8 @@ class ModelCheckpoint(Checkpoint):
         self._last_time_checked: float | None = None
         self._deferred = False  # a step/time save waits for its monitored metric
         self._said_not_finite = False  # weights with NaN/inf were reported
+        self._validated = False  # a validation batch ran since the last validation start
+        self._said_not_logged = False  # a monitor missing before any validation was reported
         self._last_checkpoint_saved = ""  # the newest file saved (last.ckpt aside)
         self.current_score: torch.Tensor | None = None
         self.best_k_models: dict[str, torch.Tensor] = {}
@@ -157,14 +160,26 @@ class ModelCheckpoint(Checkpoint):
             time_due = bool(trainer.strategy.broadcast(passed))  # rank 0's clock decides
             if time_due:
                 self._last_time_checked = now
-        if not (step_due or time_due) or self._skip(trainer) or not self._finite(trainer, module):
+        if not (step_due or time_due):
             return
         metrics = files.monitor_candidates(trainer)
-        if self.monitor is not None and self.monitor not in metrics:
-            self._deferred = True  # saved after the validation that logs it
+        fresh = self.monitor in metrics and (
+            self._saves_on_train_epoch_end(trainer)
+            or not files.validation_follows(trainer, batch_idx)
+        )
+        if self.monitor is not None and not fresh:
+            self._deferred = True  # saved after the validation that logs it (Lightning's order:
+            return  # before the check of a save at this step)
+        if self._skip(trainer) or not self._finite(trainer, module):
             return
         saved = self._save_top_k(trainer, metrics)
         self._save_last(trainer, metrics, saved)
+
+    def on_validation_start(self, trainer: TrainerView, module: TrainModule) -> None:
+        self._validated = self._validated and trainer.sanity_checking
+
+    def on_validation_batch_end(self, trainer: TrainerView, *args: object, **kw: object) -> None:
+        self._validated = self._validated or not trainer.sanity_checking
 
     def on_train_epoch_end(self, trainer: TrainerView, module: TrainModule) -> None:
         if self._skip_stage(trainer) or not self._finite(trainer, module):
@@ -180,17 +195,14 @@ class ModelCheckpoint(Checkpoint):
         self._save_last(trainer, metrics, saved)  # last.ckpt: the completed epoch, every epoch
 
     def on_validation_end(self, trainer: TrainerView, module: TrainModule) -> None:
-        if self._skip_stage(trainer) or not self._finite(trainer, module):
+        # as Lightning: nothing when saving at epoch ends (a deferred step save then waits for
+        # a batch end that has its metric) or when this step was saved
+        skip = self._skip(trainer) or self._saves_on_train_epoch_end(trainer)
+        if skip or not self._finite(trainer, module):
             return
         metrics = files.monitor_candidates(trainer)
-        if self._deferred and (self.monitor is None or self.monitor in metrics):
+        if self._deferred or self._epoch_due(trainer):  # deferred: still missing is an error
             self._deferred = False
-            saved = self._save_top_k(trainer, metrics)
-            self._save_last(trainer, metrics, saved)
-            return
-        if self._saves_on_train_epoch_end(trainer) or not self._epoch_due(trainer):
-            return
-        if self._last_global_step_saved != trainer.global_step:
             saved = self._save_top_k(trainer, metrics)
             self._save_last(trainer, metrics, saved)
 
@@ -257,8 +269,14 @@ class ModelCheckpoint(Checkpoint):
             if self.save_top_k == 1 and previous and self._removable(previous, filepath):
                 files.remove_checkpoint(trainer, previous)
             return True
-        if self.monitor not in metrics:
-            raise files.monitor_not_logged(self.monitor, metrics)
+        if self.monitor not in metrics:  # Lightning: an error once validation ran, else a warning
+            error = files.monitor_not_logged(self.monitor, metrics)
+            if self._validated:
+                raise error
+            if not self._said_not_logged and trainer.is_global_zero:
+                warnings.warn(f"{error} No checkpoint is saved until it is logged.", stacklevel=2)
+            self._said_not_logged = True
+            return False
         current = torch.as_tensor(metrics[self.monitor], dtype=torch.float32).detach().cpu()
         self.current_score = current
         if self._qualifies(trainer, current):
@@ -323,7 +341,10 @@ class ModelCheckpoint(Checkpoint):
         if self.save_last == "link" and just_saved and newest and newest != filepath:
             files.link_checkpoint(trainer, newest, filepath)
         else:
+            counted = self._last_global_step_saved
             self._save_checkpoint(trainer, filepath)
+            if not just_saved:  # trainkit's epoch-end last.ckpt alone: a top-k save at this
+                self._last_global_step_saved = counted  # step (a validation's) still comes
         if previous and previous != filepath and self._removable(previous, filepath):
             files.remove_checkpoint(trainer, previous)
 

@@ -209,3 +209,14 @@ def monitor_not_logged(monitor: str, metrics: dict[str, Any]) -> Misconfiguratio
         f"returned metrics: {list(metrics)}. HINT: Did you call `log({monitor!r}, value)` in the "
         f"`LightningModule`?{closest_key_hint(monitor, metrics)}"
     )
+
+
+def validation_follows(trainer: TrainerView, batch_idx: int) -> bool:
+    """Lightning's guess at the epoch's last training batch that a validation runs after it
+    (any validation this epoch counts), so a step save waits for that validation's metrics."""
+    every = trainer.check_val_every_n_epoch
+    return (
+        batch_idx + 1 == trainer.num_training_batches
+        and sum(trainer.num_val_batches) > 0
+        and (every is None or (trainer.current_epoch + 1) % every == 0)
+    )

@@ -18,6 +18,7 @@ from trainkit.cli.argv import print_help_with_classes, typed_device_options, wan
 from trainkit.cli.failures import dry_run_errors, one_line_parse_errors, one_line_run_errors
 from trainkit.cli.import_policy import apply_import_policy
 from trainkit.cli.input_limits import check_config_inputs
+from trainkit.cli.lightning_config import write_logger_save_dirs
 from trainkit.cli.lightning_parsing import CLIParserSetup, trainkit_trainer
 from trainkit.cli.run_options import DRY_RUN
 from trainkit.cli.save_config import SaveConfigCallback
@@ -175,6 +176,7 @@ class LightningCLI(CLIParserSetup):
         config["callbacks"] = given
         trainer = self.trainer_class(**config)
         if hasattr(trainer, "cli_config"):  # checkpoints record the config that made them
+            write_logger_save_dirs(section, trainer.default_root_dir)  # as config.yaml has it
             trainer.cli_config = parser.dump(section, skip_unset=False)
         return trainer
 

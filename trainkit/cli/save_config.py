@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainkit.callbacks.base import Callback
+from trainkit.cli.lightning_config import lightning_loadable, short_class_names
 from trainkit.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -90,13 +91,15 @@ class SaveConfigCallback(Callback):
             )
         if trainer.is_global_zero:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.parser.save(
-                self.config,
-                str(path),
-                skip_unset=False,
-                overwrite=overwrite,
-                multifile=self.multifile,
-            )
+            # a file a LightningCLI reads too (and trainkit reads back to the same run)
+            config = lightning_loadable(self.parser, self.config)
+            if self.multifile:
+                self.parser.save(
+                    config, str(path), skip_unset=False, overwrite=overwrite, multifile=True
+                )
+            else:
+                text = self.parser.dump(config, skip_unset=False)
+                path.write_text(short_class_names(text))
 
     def save_config(self, trainer: TrainerView, pl_module: TrainModule, stage: str) -> None:
         """Override to save the config somewhere else too (a logger, a tracker); rank 0 only,

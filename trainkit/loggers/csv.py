@@ -1,13 +1,15 @@
-"""CSVLogger: ``metrics.csv`` with one row per logged step, columns added as they appear, and
-``hparams.yaml``: the module's hyperparameters and whatever else ``log_hyperparams`` is given."""
+"""CSVLogger: ``metrics.csv`` with one row per logged step, columns sorted by name (as
+Lightning's), and ``hparams.yaml``: the module's hyperparameters and whatever else
+``log_hyperparams`` is given."""
 
 from __future__ import annotations
 
+from argparse import Namespace
 from pathlib import Path
 from typing import Any
 
 from trainkit.loggers.base import Logger
-from trainkit.loggers.experiment_writer import ExperimentWriter
+from trainkit.loggers.experiment_writer import ExperimentWriter, as_dict
 
 
 class CSVLogger(Logger):
@@ -47,13 +49,13 @@ class CSVLogger(Logger):
 
     keeps_hparams_file = True
 
-    def log_hyperparams(self, params: dict[str, Any]) -> None:
+    def log_hyperparams(self, params: dict[str, Any] | Namespace) -> None:
         """Add ``params`` to ``hparams.yaml`` (each call's, as Lightning's CSVLogger)."""
-        self.experiment.log_hparams(params)
+        self.experiment.log_hparams(as_dict(params))
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         self.experiment.log_metrics(self.prefixed(metrics), step)
-        if step % self.flush_logs_every_n_steps == 0:
+        if (step + 1) % self.flush_logs_every_n_steps == 0:  # Lightning's rule
             self.save()
 
     def save(self) -> None:

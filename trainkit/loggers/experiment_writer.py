@@ -1,9 +1,11 @@
 """``ExperimentWriter``: what ``CSVLogger.experiment`` is; rows of metrics to ``metrics.csv``
-(columns added as they appear) and hyperparameters to ``hparams.yaml``."""
+(columns sorted by name, as Lightning's) and hyperparameters to ``hparams.yaml``."""
 
 from __future__ import annotations
 
 import csv
+from argparse import Namespace
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,22 +26,20 @@ class ExperimentWriter:
         self.metrics: list[dict[str, Any]] = []  # rows not written yet
         self.metrics_keys: list[str] = ["step"]
         self.hparams: dict[str, Any] = {}
-        self._logged = 0
         Path(log_dir).mkdir(parents=True, exist_ok=True)
 
     def log_metrics(self, metrics_dict: dict[str, Any], step: int | None = None) -> None:
-        """Add a row (tensors become numbers); ``step`` defaults to the rows logged so far."""
-        row: dict[str, Any] = {"step": self._logged if step is None else step}
+        """Add a row (tensors become numbers); ``step`` defaults to the rows not yet saved
+        (Lightning's count)."""
+        row: dict[str, Any] = {"step": len(self.metrics) if step is None else step}
         for key, value in metrics_dict.items():
             row[key] = value.item() if hasattr(value, "item") else value
         self.metrics.append(row)
-        self._logged += 1
 
     def log_hparams(self, params: dict[str, Any]) -> None:
         """Add ``params`` to the hyperparameters and write ``hparams.yaml``."""
         self.hparams.update(params)
-        text = yaml.safe_dump(self.hparams, sort_keys=False)
-        (Path(self.log_dir) / self.NAME_HPARAMS_FILE).write_text(text)
+        update_hparams_file(self.log_dir, self.hparams)
 
     def save(self) -> None:
         """Write the rows logged since the last save."""
@@ -51,7 +51,8 @@ class ExperimentWriter:
             with path.open(newline="") as handle:
                 reader = csv.DictReader(handle)
                 header = list(reader.fieldnames or [])
-                columns = [*header, *(key for key in self._keys() if key not in header)]
+                new = [key for key in self._keys() if key not in header]
+                columns = sorted([*header, *new]) if new else header
                 if columns != header:  # the header grows: the file is written again
                     earlier = list(reader)
         else:
@@ -67,8 +68,37 @@ class ExperimentWriter:
         self.metrics = []
 
     def _keys(self) -> list[str]:
-        """The columns: those known so far, then new ones in the order they appeared."""
+        """The columns, sorted by name as Lightning's: those known so far and the new ones."""
         keys = dict.fromkeys(self.metrics_keys)
         for row in self.metrics:
             keys.update(dict.fromkeys(row))
-        return list(keys)
+        return sorted(keys)
+
+
+def as_dict(params: Mapping[str, Any] | Namespace) -> dict[str, Any]:
+    """A logger's ``log_hyperparams`` argument as a dict (an argparse ``Namespace`` too)."""
+    return dict(vars(params) if isinstance(params, Namespace) else params)
+
+
+def update_hparams_file(log_dir: str, params: Mapping[str, Any]) -> None:
+    """Write ``log_dir/hparams.yaml``: what it holds already (written earlier in the run, or by
+    another logger of the same folder) updated with ``params``; a value YAML cannot hold is
+    written as its text."""
+    path = Path(log_dir) / ExperimentWriter.NAME_HPARAMS_FILE
+    held: Any = None
+    if path.is_file():
+        try:
+            held = yaml.safe_load(path.read_text())
+        except yaml.YAMLError:
+            held = None
+    merged: dict[str, Any] = {}
+    for key, value in params.items():
+        try:
+            yaml.safe_dump(value)
+        except yaml.YAMLError:
+            value = str(value)
+        merged[key] = value
+    if isinstance(held, dict):  # in the order given, then the file's others
+        merged.update((key, value) for key, value in held.items() if key not in merged)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(merged, sort_keys=False))

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from argparse import Namespace
 from typing import TYPE_CHECKING, Any
 
 from trainkit.loggers.base import Logger
+from trainkit.loggers.experiment_writer import as_dict, update_hparams_file
 
 if TYPE_CHECKING:
     from torch import nn
+
+
+RUN_ROWS = "run/"  # the startup table's rows (RunSummary.as_hparams), shown beside the params
 
 
 class TensorBoardLogger(Logger):
@@ -44,6 +49,7 @@ class TensorBoardLogger(Logger):
         self.default_hp_metric = default_hp_metric
         self.writer_kwargs = kwargs
         self._writer: Any = None
+        self.hparams: dict[str, Any] = {}  # every log_hyperparams call's, as Lightning's
 
     @property
     def experiment(self) -> Any:
@@ -59,13 +65,21 @@ class TensorBoardLogger(Logger):
         for key, value in self.prefixed(metrics).items():
             writer.add_scalar(key, value, global_step=step)
 
-    def log_hyperparams(self, params: dict[str, Any]) -> None:
+    def log_hyperparams(self, params: dict[str, Any] | Namespace) -> None:
+        """Record ``params`` in the events (TensorBoard's HPARAMS tab) and, as Lightning, keep
+        them in ``hparams`` and ``log_dir/hparams.yaml`` (the startup table's ``run/`` rows go
+        to the events only)."""
         from torch.utils.tensorboard.summary import hparams
 
+        params = as_dict(params)
+        given = {k: v for k, v in params.items() if not k.startswith(RUN_ROWS)}
+        self.hparams.update(given)
+        update_hparams_file(self.log_dir, self.hparams)
         flat = {
             k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in params.items()
         }
-        metrics = {"hp_metric": -1} if self.default_hp_metric else {}
+        # Lightning's placeholder, with hyperparameters of the user's (not the table's alone)
+        metrics = {"hp_metric": -1} if self.default_hp_metric and given else {}
         experiment, start, end = hparams(flat, metric_dict=metrics)
         writer = self.experiment.file_writer
         for summary in (experiment, start, end):

@@ -181,7 +181,8 @@ class FitLoop:
         # check_val_every_n_epoch None: the interval counts the batches of earlier epochs too
         val_offset = epoch_offset(state) if val_every else 0
         log_every = state.limits.log_every_n_steps if state.loggers else 0
-        log_step = state.metrics.log_step
+        hub = state.metrics
+        log_step = hub.log_step
         max_steps = state.limits.max_steps
         preemption = state.preemption
         stop = state.stop
@@ -203,6 +204,7 @@ class FitLoop:
                 batch_idx -= 1
                 break
             mark(TRAINING_STEP, epoch, batch_idx)
+            hub.stepped_in_batch = False
             store.new_batch(batch)
             if to_device is not None:
                 batch = to_device(batch)
@@ -218,8 +220,7 @@ class FitLoop:
                 if automatic:
                     position.global_step += 1
                 position.batches_stepped += 1
-                if log_every and position.batches_stepped % log_every == 0:
-                    log_step(store)
+                hub.stepped_in_batch = True  # the loggers count it once the batch has ended
             position.batches_done = batch_idx + 1
             if end_hooks:  # Lightning's outputs: a dict with the detached loss
                 outputs = (
@@ -229,12 +230,23 @@ class FitLoop:
                 )
                 for hook in end_hooks:
                     hook(outputs, batch, batch_idx)
+            # as Lightning: after the batch-end hooks, every N stepped batches and once a stop
+            # is asked for
+            if (
+                log_every
+                and boundary
+                and (position.batches_stepped % log_every == 0 or stop.should_stop)
+            ):
+                log_step(store)
             if preemption is not None and preemption.should_stop(not automatic or boundary):
                 preemption.save_and_stop()
                 break
-            if val_every and (val_offset + batch_idx + 1) % val_every == 0:
+            stopping = stop.should_stop and state.min_trained
+            # as Lightning: a stop asked for mid-epoch validates first (when this epoch does)
+            if val_every and (stopping or (val_offset + batch_idx + 1) % val_every == 0):
                 self.run_validation()
-            if (stop.should_stop and state.min_trained) or 0 <= max_steps <= position.global_step:
+                stopping = stop.should_stop and state.min_trained
+            if stopping or 0 <= max_steps <= position.global_step:
                 break
             mark(DATA, epoch, batch_idx + 1)
         position.batches_done = batch_idx + 1
@@ -245,6 +257,7 @@ class FitLoop:
         position = state.position
         module = state.require_module()
         state.board.mark(rank_board.EPOCH_END)
+        state.metrics.stepped_in_batch = True  # as Lightning: the epoch's end logs a step back
         monitors = [cb for cb in state.callbacks if getattr(cb, "order", 0) > 0]
         others = [cb for cb in state.callbacks if cb not in monitors]
         state.hooks.call_callbacks("on_train_epoch_end", only=others)
@@ -261,5 +274,6 @@ class FitLoop:
         state.hooks.call_callbacks("on_train_epoch_end", only=monitors)
         for logger in state.loggers if state.strategy.is_global_zero else ():
             logger.save()
+        state.metrics.stepped_in_batch = False  # later records: at every batch stepped
         if completed:  # an epoch cut short by max_steps is resumed, not counted
             position.epoch += 1

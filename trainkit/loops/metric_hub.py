@@ -20,29 +20,50 @@ class MetricHub:
         self.train_store: MetricStore | None = None  # the current training epoch's store
         self.epoch_metrics: dict[str, torch.Tensor] = {}
         self.prog_bar_epoch_keys: dict[str, None] = {}
-        self.logged_metrics: dict[str, float] = {}  # the latest values sent to the loggers
+        self.logged: dict[str, float] = {}  # the latest values sent to the loggers
         self.eval_step_bar: dict[str, Any] = {}  # the step values evaluation logged for the bar
         # the loggers' step axis of evaluation steps: batches logged so far by stage and loader
         self.eval_batches_logged: dict[tuple[str, int], int] = {}
+        # the training batch running (and its epoch's end) stepped: Lightning's loggers count
+        # its step once it has ended, so its records go at the batches stepped before it
+        self.stepped_in_batch = False
 
     def reset(self) -> None:
         """Forget every metric: each stage (fit, validate, test...) starts with none."""
         self.active = self.train_store = None
         self.epoch_metrics = {}
         self.prog_bar_epoch_keys = {}
-        self.logged_metrics = {}
+        self.logged = {}
         self.eval_step_bar = {}
         self.eval_batches_logged = {}
+        self.stepped_in_batch = False
 
     @property
     def callback_metrics(self) -> dict[str, torch.Tensor | float]:
         """Latest step values and epoch aggregates, by name; what monitors read. Epoch
-        aggregates are tensors; a step value is a number where the step logged a number."""
+        aggregates are tensors; a step value is a number where the step logged a number. As
+        Lightning's: a name logged on_step and on_epoch holds the step's value during the
+        epoch, the epoch's once it has ended."""
         metrics: dict[str, torch.Tensor | float] = dict(self.epoch_metrics)
+        store = self.train_store
+        if store is not None:
+            for name, value in store.step_values.items():
+                metrics[store.meta[name].step_key(name)] = value
+                if store.epoch_reduced:
+                    metrics.setdefault(name, value)
+                else:
+                    metrics[name] = value
+        return metrics
+
+    @property
+    def logged_metrics(self) -> dict[str, float]:
+        """What went to the loggers, and, as Lightning's, the training step's values for them
+        whether or not this step was one ``log_every_n_steps`` sends (read here, so a step
+        costs no device sync)."""
+        metrics = dict(self.logged)
         if self.train_store is not None:
-            for name, value in self.train_store.step_values.items():
-                metrics[self.train_store.meta[name].step_key(name)] = value
-                metrics.setdefault(name, value)
+            step = self.train_store.step_metrics(for_logger=True)
+            metrics.update((key, to_float(value)) for key, value in step.items())
         return metrics
 
     @property
@@ -106,6 +127,8 @@ class MetricHub:
 
     def reduce_train_epoch(self, store: MetricStore) -> None:
         """Epoch aggregates of what training logged: into callback metrics and the loggers."""
+        step = store.step_metrics(for_logger=True)  # kept in logged_metrics past the epoch
+        self.logged.update((key, to_float(value)) for key, value in step.items())
         reduced = store.reduce_epoch()
         self.epoch_metrics.update(reduced)
         self.epoch_metrics.update(store.epoch_keys(reduced))
@@ -115,17 +138,25 @@ class MetricHub:
             self.log_to_loggers(logged, epoch=self.state.position.epoch)
 
     def log_to_loggers(
-        self, metrics: dict[str, float], step: int | None = None, epoch: int | None = None
+        self,
+        metrics: dict[str, float],
+        step: int | None = None,
+        epoch: int | None = None,
+        record: bool = True,
     ) -> None:
         """Send floats to every logger (global rank 0 only), at ``step`` or the training batches
-        stepped so far (the global step, unless a manually optimized module steps several
-        optimizers per batch); ``epoch`` goes to the loggers beside them, not into
-        ``logged_metrics``."""
+        stepped before the running one, Lightning's axis (the global step, unless a manually
+        optimized module steps several optimizers per batch, minus the batch's own step while
+        it and its epoch's end run); ``epoch`` goes to the loggers beside them, not into
+        ``logged_metrics``; ``record=False``: not into ``logged_metrics`` either (a callback's
+        own values, which Lightning's callbacks send to the loggers directly)."""
         state = self.state
-        self.logged_metrics.update(metrics)
+        if record:
+            self.logged.update(metrics)
         if epoch is not None:
             metrics = {**metrics, "epoch": epoch}
         if state.strategy.is_global_zero:
-            step = state.position.batches_stepped if step is None else step
+            if step is None:
+                step = state.position.batches_stepped - self.stepped_in_batch
             for logger in state.loggers:
                 logger.log_metrics(metrics, step)

@@ -37,10 +37,12 @@ class Metrics(Protocol):
     active: MetricStore | None  # the store self.log records into now (None between stages)
     train_store: MetricStore | None
     epoch_metrics: dict[str, torch.Tensor]
-    logged_metrics: dict[str, float]
+    stepped_in_batch: bool  # the training batch running stepped (the loggers' axis: not yet)
 
     @property
     def callback_metrics(self) -> dict[str, torch.Tensor | float]: ...
+    @property
+    def logged_metrics(self) -> dict[str, float]: ...
     @property
     def progress_bar_metrics(self) -> dict[str, Any]: ...
     def reset(self) -> None: ...
@@ -50,7 +52,11 @@ class Metrics(Protocol):
     def log_step(self, store: MetricStore) -> None: ...
     def reduce_train_epoch(self, store: MetricStore) -> None: ...
     def log_to_loggers(
-        self, metrics: dict[str, float], step: int | None = None, epoch: int | None = None
+        self,
+        metrics: dict[str, float],
+        step: int | None = None,
+        epoch: int | None = None,
+        record: bool = True,
     ) -> None: ...
     def log_eval_step(self, store: MetricStore, loader_idx: int) -> None: ...
 

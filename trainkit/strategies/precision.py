@@ -22,7 +22,10 @@ ACCEPTED = "'32', '16-mixed' or 'bf16-mixed'"
 
 
 def normalize_precision(value: object) -> str:
-    """Map the accepted spellings (32, '32-true', 16, 'bf16', ...) to one canonical name."""
+    """Map the accepted spellings (32, '32-true', 16, 'bf16', ...) to one canonical name; None
+    (Lightning's default, ``precision: null`` in YAML) is the default, '32'."""
+    if value is None:
+        return "32"
     key = str(value).strip().lower()
     if key not in PRECISIONS:
         raise ConfigError("trainer.precision", value, ACCEPTED)

@@ -59,7 +59,7 @@ class Trainer:
         devices: str | int | list[int] = "auto",
         num_nodes: int = 1,
         strategy: str | Strategy = "auto",
-        precision: str | int = "32",
+        precision: str | int | None = "32",
         max_epochs: int | None = None,
         min_epochs: int | None = None,
         max_steps: int = -1,
@@ -320,8 +320,8 @@ class Trainer:
             print(*args, **kwargs)
 
     def log_to_loggers(self, metrics: dict[str, float], step: int) -> None:
-        """Send floats to every logger (global rank 0 only)."""
-        self.run_state.metrics.log_to_loggers(metrics, step)
+        """Send floats to every logger (global rank 0 only); not into ``logged_metrics``."""
+        self.run_state.metrics.log_to_loggers(metrics, step, record=False)
 
     @property
     def run_summary(self) -> RunSummary | None:

@@ -20,7 +20,7 @@ _LAZY = {
     "is_picklable": "trainkit.utilities.parsing",
     "is_shared_filesystem": "trainkit.utilities.cloud_io",
     "measure_flops": "trainkit.utilities.flops",
-    "move_data_to_device": "trainkit.data",
+    "move_data_to_device": "trainkit.utilities.apply_func",
     "rank_zero_deprecation": "trainkit.utilities.rank_zero",
     "rank_zero_info": "trainkit.utilities.rank_zero",
     "rank_zero_only": "trainkit.utilities.rank_zero",
@@ -29,8 +29,8 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time each loads on first use
-    from trainkit.data import move_data_to_device
     from trainkit.hparams import AttributeDict
+    from trainkit.utilities.apply_func import move_data_to_device
     from trainkit.utilities.cloud_io import is_shared_filesystem
     from trainkit.utilities.combined_loader import CombinedLoader
     from trainkit.utilities.data import suggested_max_num_workers

@@ -1,14 +1,17 @@
 """Paths that may be remote (``s3://``, ``gs://``, ``memory://``...): the fsspec filesystem of a
-path, and whether a folder is one filesystem shared by every rank."""
+path, whether a folder is one filesystem shared by every rank, and Lightning's ``_load`` and
+``_atomic_save`` of a checkpoint at such a path (``lightning.fabric.utilities.cloud_io``)."""
 
 from __future__ import annotations
 
+import io
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from trainkit.strategies.base import Strategy
+    from trainkit.utilities.types import _MAP_LOCATION_TYPE
 
 SHARED_CHECK_FILE = ".trainkit_shared_fs_check"
 
@@ -30,6 +33,39 @@ def get_filesystem(path: str | Path, **kwargs: Any) -> Any:
         ) from None
     filesystem, _ = fsspec.core.url_to_fs(str(path), **kwargs)
     return filesystem
+
+
+def _load(
+    path_or_url: IO[bytes] | str | Path,
+    map_location: _MAP_LOCATION_TYPE = None,
+    weights_only: bool | None = None,
+) -> Any:
+    """``torch.load`` of a file object, an ``http(s)://`` URL (``torch.hub``; not weights-only
+    unless asked) or a path any fsspec filesystem holds."""
+    import torch
+
+    location: Any = map_location  # Lightning's type: a device index too, which torch takes
+    if not isinstance(path_or_url, str | Path):
+        return torch.load(path_or_url, map_location=location, weights_only=weights_only)
+    if str(path_or_url).startswith("http"):
+        return torch.hub.load_state_dict_from_url(
+            str(path_or_url), map_location=location, weights_only=bool(weights_only)
+        )
+    with get_filesystem(path_or_url).open(str(path_or_url), "rb") as file:
+        return torch.load(file, map_location=location, weights_only=weights_only)
+
+
+def _atomic_save(checkpoint: dict[str, Any], filepath: str | Path) -> None:
+    """``torch.save`` of ``checkpoint`` to ``filepath`` (any fsspec path) as one write inside a
+    filesystem transaction, so a reader never finds half a file."""
+    import fsspec
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save(checkpoint, buffer)
+    filesystem, path = fsspec.core.url_to_fs(str(filepath))
+    with filesystem.transaction, filesystem.open(path, "wb") as file:
+        file.write(buffer.getvalue())
 
 
 def is_shared_filesystem(

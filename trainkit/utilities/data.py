@@ -14,7 +14,7 @@ from torch import Tensor
 from torch.utils.data import IterableDataset
 
 from trainkit.errors import MisconfigurationError
-from trainkit.utilities.combined_loader import sized_len
+from trainkit.utilities import combined_loader
 
 if TYPE_CHECKING:
     from trainkit.strategies.base import Strategy
@@ -23,6 +23,7 @@ __all__ = [
     "BType",
     "extract_batch_size",
     "has_iterable_dataset",
+    "has_len",
     "has_len_all_ranks",
     "is_dataclass_instance",
     "sized_len",
@@ -67,6 +68,25 @@ def extract_batch_size(batch: object) -> int:
 def has_iterable_dataset(dataloader: object) -> bool:
     """Whether ``dataloader`` reads an ``IterableDataset``."""
     return isinstance(getattr(dataloader, "dataset", None), IterableDataset)
+
+
+def sized_len(dataloader: object) -> int | None:
+    """``len(dataloader)``, or None when it has no length."""
+    return combined_loader.sized_len(dataloader)
+
+
+def has_len(dataloader: object) -> bool:
+    """Whether ``dataloader`` has a length (a warning when it is 0, or when an iterable dataset
+    claims one: with several workers it may count samples twice)."""
+    length = sized_len(dataloader)
+    if length == 0:
+        rank_zero_warn(f"{type(dataloader).__name__} has length 0; expected batches to run")
+    if length is not None and has_iterable_dataset(dataloader):
+        rank_zero_warn(
+            f"{type(dataloader).__name__} of an IterableDataset with __len__: with several "
+            "workers the length counts what each worker yields unless they split the data"
+        )
+    return length is not None
 
 
 def has_len_all_ranks(

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, NotRequired, Protocol, Required, TypedDict, runtime_checkable
 
 import torch
@@ -18,6 +19,9 @@ __all__ = [
     "EVAL_DATALOADERS",
     "STEP_OUTPUT",
     "TRAIN_DATALOADERS",
+    "_DEVICE",
+    "_MAP_LOCATION_TYPE",
+    "_PATH",
     "DistributedDataParallel",
     "LRSchedulerConfig",
     "LRSchedulerConfigType",
@@ -25,10 +29,19 @@ __all__ = [
     "LRSchedulerType",
     "LRSchedulerTypeTuple",
     "LRSchedulerTypeUnion",
+    "Optimizable",
     "OptimizerConfig",
     "OptimizerLRScheduler",
     "OptimizerLRSchedulerConfig",
+    "Steppable",
 ]
+
+# Lightning Fabric's aliases, which Lightning programs annotate with
+_PATH = str | Path
+_DEVICE = torch.device | str | int
+_MAP_LOCATION_TYPE = (
+    _DEVICE | Callable[[torch.UntypedStorage, str], torch.UntypedStorage | None] | dict | None
+)
 
 STEP_OUTPUT = Tensor | Mapping[str, Any] | None
 TRAIN_DATALOADERS = Any  # any iterable, or a collection of them
@@ -86,3 +99,24 @@ class DistributedDataParallel(Protocol):
 
     @contextmanager
     def no_sync(self) -> Generator[None, None, None]: ...
+
+
+@runtime_checkable
+class Steppable(Protocol):
+    """Anything with an optimizer's ``step(closure=None)``."""
+
+    def step(self, closure: Callable[[], Any] | None = ...) -> Any: ...
+
+
+@runtime_checkable
+class Optimizable(Steppable, Protocol):
+    """An optimizer's shape: ``step``, ``zero_grad``, ``param_groups``, ``state`` and its
+    state dict."""
+
+    param_groups: list[dict[Any, Any]]
+    defaults: dict[Any, Any]
+    state: Mapping[Any, Any]
+
+    def zero_grad(self, set_to_none: bool = ...) -> None: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None: ...

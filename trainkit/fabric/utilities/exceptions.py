@@ -1,0 +1,5 @@
+"""``lightning.fabric.utilities.exceptions``: ``MisconfigurationException``."""
+
+from trainkit.utilities.exceptions import MisconfigurationException
+
+__all__ = ["MisconfigurationException"]
