@@ -21,6 +21,7 @@ import yaml
 from tests.helpers.command_env import REPO, cli_env
 from tests.helpers.pace import wall
 from tests.helpers.session_runs import made_once
+from tests.helpers.sessions import run_in_session
 from tests.reliability.conftest import straight_run  # noqa: F401  (the never-interrupted run)
 from tests.reliability.runs import write_config
 from trainkit.distributed.ports import find_free_port
@@ -297,23 +298,11 @@ def trainkit_command(config: Path, root: Path, *options: str) -> list[str]:
 
 
 def launch(command: list[str], cwd: Path, env: dict[str, str], timeout: float = 150):
-    """Run a launcher command to its end (killing its whole session past ``timeout``)."""
-    proc = subprocess.Popen(
-        command,
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
+    """Run a launcher command to its end (stopping its whole session past ``timeout``)."""
+    code, out = run_in_session(command, cwd, env, timeout)
+    if code is None:
         pytest.fail(f"{command[0]} still running after {timeout} s:\n{out}")
-    return subprocess.CompletedProcess(command, proc.returncode, out, "")
+    return subprocess.CompletedProcess(command, code, out, "")
 
 
 def shell(script: str) -> list[str]:

@@ -16,10 +16,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import os
 import random
-import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +27,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from tests.helpers.command_env import cli_env
+from tests.helpers.sessions import run_in_session
 from trainkit import Callback, DataModule, Trainer, TrainModule
 from trainkit.callbacks import BasePredictionWriter, ModelCheckpoint
 
@@ -463,28 +461,11 @@ def run_program(case: Case, folder: Path, timeout: float, *options: str) -> Path
     ``--resume-from CHECKPOINT`` or ``--evaluate``); raises RunFailed when it fails."""
     folder.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, str(PROGRAM), case.to_json(), str(folder), *options]
-    # its own process group: a run past ``timeout`` is stopped with its ranks, none left behind
-    proc = subprocess.Popen(
-        argv,
-        cwd=folder,
-        env=cli_env(OMP_NUM_THREADS="1"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGTERM)  # the launcher tears its ranks down
-        try:
-            output, _ = proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            output, _ = proc.communicate()
-        raise RunFailed(None, f"still running after {timeout:.0f}s: {output[-300:]}") from None
-    if proc.returncode != 0:
-        raise RunFailed(proc.returncode, output)
+    code, output = run_in_session(argv, folder, cli_env(OMP_NUM_THREADS="1"), timeout)
+    if code is None:
+        raise RunFailed(None, f"still running after {timeout:.0f}s: {output[-300:]}")
+    if code != 0:
+        raise RunFailed(code, output)
     return folder / "weights.pt"
 
 
