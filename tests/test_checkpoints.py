@@ -195,8 +195,9 @@ def test_resuming_sweeps_what_a_killed_writer_left_beside_the_checkpoint(make_tr
 
 
 def test_last_is_the_checkpoint_with_the_most_steps_not_the_newest_file(tmp_path, capsys):
-    """``cp -r`` of a run folder makes its older checkpoint the newest file: 'last' goes by the
-    steps each recorded, and says which it chose when several compete."""
+    """``cp -r`` of a run folder makes its older checkpoint the newest file: 'last' goes by how
+    far each trained (epochs, then steps x ranks), and says which it chose when several
+    compete."""
     import os
     import shutil
 
@@ -210,7 +211,7 @@ def test_last_is_the_checkpoint_with_the_most_steps_not_the_newest_file(tmp_path
     trainer, _ = fit(tmp_path / "root", max_steps=8, ckpt_path="last")
     said = capsys.readouterr().err
     assert trainer.global_step == 8 and "3 last.ckpt under" in said
-    assert "resuming the one with the most steps" in said and "(step 6)" in said
+    assert "resuming the one trained furthest" in said and "(epoch 0, step 6)" in said
     assert str(copied) in said.split("; not ")[1]
 
 

@@ -365,7 +365,7 @@ def test_evaluating_without_a_checkpoint_says_the_weights_are_untrained(
     main(["test", "-c", autoencoder_config, "--trainer.limit_test_batches", "1"])
     said = [line for line in capsys.readouterr().err.splitlines() if "--ckpt_path" in line]
     assert said == [
-        "trainkit: test without --ckpt_path uses the model as the config builds it (untrained "
+        "trainkit: test without --ckpt_path used the model as the config builds it (untrained "
         "weights); pass --ckpt_path last, best or a file to use a trained one"
     ]
 

@@ -3,6 +3,7 @@ folders, and finding ``last``/``best``. (How the Trainer calls these: ``checkpoi
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -306,35 +307,58 @@ def commit_sharded(rest: dict[str, Any], tmp: Path, path: str | os.PathLike) -> 
 
 
 def find_checkpoint(root: str | os.PathLike, name: str = "last.ckpt") -> Path | None:
-    """The ``name`` under ``root`` (any version folder) that recorded the most optimizer
-    steps, or None (``checkpoint_candidates``)."""
+    """The ``name`` under ``root`` (any version folder) that trained the furthest, or None
+    (``checkpoint_candidates``)."""
     candidates = checkpoint_candidates(root, name)
     return candidates[0][1] if candidates else None
 
 
 def checkpoint_candidates(
     root: str | os.PathLike, name: str = "last.ckpt"
-) -> list[tuple[int, Path]]:
-    """Every ``name`` under ``root`` with the global step it recorded, the most steps first (the
-    newest file first among equals; an unreadable one counts as step -1). Modification times
-    alone mislead: ``cp -r`` of a run folder makes its older checkpoint the newest file."""
+) -> list[tuple[Progress, Path]]:
+    """Every ``name`` under ``root`` with how far it trained, the furthest first (the newest
+    file first among equals; an unreadable one last). Modification times alone mislead: ``cp
+    -r`` of a run folder makes its older checkpoint the newest file."""
     found = [
         p for p in Path(root).glob(f"**/{name}") if p.is_file() or (p / SHARDED_META).is_file()
     ]
-    ranked = [(recorded_step(p), p) for p in found]
-    ranked.sort(key=lambda item: (item[0], item[1].stat().st_mtime_ns), reverse=True)
+    ranked = [(recorded_progress(p), p) for p in found]
+    ranked.sort(key=lambda item: (item[0].order, item[1].stat().st_mtime_ns), reverse=True)
     return ranked
 
 
-def recorded_step(path: Path) -> int:
-    """The global step a checkpoint recorded, read without loading its tensors (-1: none)."""
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """How far a checkpoint trained: its epoch, optimizer steps and world size (-1: unknown)."""
+
+    epoch: int = -1
+    global_step: int = -1
+    world_size: int = 1
+
+    @property
+    def order(self) -> tuple[int, int]:
+        """Epochs, then steps x ranks (the samples trained, at the same batch per device: one
+        process's 156 steps and two ranks' 78 have trained as far)."""
+        return self.epoch, self.global_step * self.world_size
+
+    def __str__(self) -> str:
+        ranks = f" on {self.world_size} ranks" if self.world_size > 1 else ""
+        return f"epoch {self.epoch}, step {self.global_step}{ranks}"
+
+
+def recorded_progress(path: Path) -> Progress:
+    """How far a checkpoint trained, read without loading its tensors."""
     meta = path / SHARDED_META if path.is_dir() else path
     try:
         saved = torch.load(meta, map_location="cpu", weights_only=True, mmap=True)
     except Exception:  # torn, foreign or not a checkpoint: never preferred
-        return -1
-    step = saved.get("global_step", -1) if isinstance(saved, dict) else -1
-    return step if isinstance(step, int) else -1
+        return Progress()
+    if not isinstance(saved, dict):
+        return Progress()
+    epoch, step, world = (saved.get(key) for key in ("epoch", "global_step", "world_size"))
+    if not isinstance(epoch, int) or not isinstance(step, int):
+        return Progress()
+    return Progress(epoch, step, world if isinstance(world, int) and world > 0 else 1)
 
 
 def plain_hparams(hparams: Mapping[str, Any]) -> dict[str, Any]:

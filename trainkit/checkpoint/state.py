@@ -10,6 +10,7 @@ from trainkit.checkpoint.checkpoint_io import CheckpointIO, TorchCheckpointIO
 from trainkit.checkpoint.files import (
     CHECKPOINT_FORMAT,
     CheckpointError,
+    Progress,
     check_fits,
     checkpoint_candidates,
     load_checkpoint,
@@ -355,9 +356,9 @@ def resolve_path(
     return ckpt_path
 
 
-def say_which_last(candidates: list[tuple[int, Path]], root: str) -> None:
+def say_which_last(candidates: list[tuple[Progress, Path]], root: str) -> None:
     """On global rank 0: that 'last' found nothing (the stage starts from the model as built),
-    or which of several last.ckpt it chose, by the steps they recorded."""
+    or which of several last.ckpt it chose, by how far they trained."""
     from trainkit.distributed.comm import rank_zero_info
 
     if not candidates:
@@ -367,12 +368,12 @@ def say_which_last(candidates: list[tuple[int, Path]], root: str) -> None:
             file=sys.stderr,
         )
     elif len(candidates) > 1:
-        (step, chosen), others = candidates[0], candidates[1:]
-        rest = ", ".join(f"{path} (step {s})" for s, path in others[:3])
+        (furthest, chosen), others = candidates[0], candidates[1:]
+        rest = ", ".join(f"{path} ({progress})" for progress, path in others[:3])
         more = f" and {len(others) - 3} more" if len(others) > 3 else ""
         rank_zero_info(
             f"trainkit: ckpt_path 'last': {len(candidates)} last.ckpt under {root!r}; "
-            f"resuming the one with the most steps, {chosen} (step {step}); not {rest}{more}",
+            f"resuming the one trained furthest, {chosen} ({furthest}); not {rest}{more}",
             file=sys.stderr,
         )
 

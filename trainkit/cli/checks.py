@@ -21,17 +21,7 @@ def check_checkpoint(
     from trainkit.distributed.signals import ERROR_FILE_ENV
 
     check_ckpt_path(ckpt_path, trainer.default_root_dir)
-    the_user_started = trainer.is_global_zero and not os.environ.get(ERROR_FILE_ENV)
-    if ckpt_path is None and subcommand != "fit" and the_user_started:
-        import sys
-
-        print(
-            f"trainkit: {subcommand} without --ckpt_path uses the model as the config builds it "
-            "(untrained weights); pass --ckpt_path last, best or a file to use a trained one",
-            file=sys.stderr,
-            flush=True,
-        )
-    if ckpt_path is None or not the_user_started:
+    if ckpt_path is None or not trainer.is_global_zero or os.environ.get(ERROR_FILE_ENV):
         return
     from trainkit.checkpoint.files import CheckpointError
     from trainkit.checkpoint.resume_changes import model_changes
@@ -78,6 +68,21 @@ def compare_settings(
         checkpoint, settings_now(trainer, model), path, show=True, only_built=False
     )
     os.environ[resume_changes.CHECKED_ENV] = "1"
+
+
+def say_untrained(trainer: Trainer, subcommand: str, ckpt_path: str | None) -> None:
+    """After validate/test/predict ran without a checkpoint (on global rank 0): that it used
+    the model as the config builds it, in one line (said after the stage, so that a mistake
+    the stage finds stays the only line)."""
+    if ckpt_path is None and subcommand != "fit" and trainer.is_global_zero:
+        import sys
+
+        print(
+            f"trainkit: {subcommand} without --ckpt_path used the model as the config builds it "
+            "(untrained weights); pass --ckpt_path last, best or a file to use a trained one",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def check_ckpt_path(ckpt_path: str | None, root: str) -> None:

@@ -146,7 +146,7 @@ def _denied_import(key: str, path: str, entry: str) -> str:
 
 
 _UNRECOGNIZED = re.compile(r"[Uu]nrecognized arguments: (.+)")
-_NOT_ACCEPTED = re.compile(r"does not accept options? (.+)")
+_UNKNOWN_KEYS = re.compile(r"does not accept options? (.+)")  # keys in a config file
 
 
 def unknown_options(message: str, defaults: Namespace, help_hint: str) -> str | None:
@@ -154,7 +154,7 @@ def unknown_options(message: str, defaults: Namespace, help_hint: str) -> str | 
     abbreviated, so ``--trainer.max_epoch`` is a typo, not a prefix); None for other errors."""
     import difflib
 
-    in_config = _NOT_ACCEPTED.search(message)  # a key in a config file
+    in_config = _UNKNOWN_KEYS.search(message)
     if in_config:
         keys = re.findall(r"'([^']+)'", in_config.group(1))
         known_keys = list(defaults.keys())

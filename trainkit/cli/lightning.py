@@ -244,7 +244,7 @@ class LightningCLI(CLIParserSetup):
     def _run_subcommand(self, subcommand: str) -> None:
         """``before_<subcommand>``, the Trainer method (or a method of this name here), then
         ``after_<subcommand>``."""
-        from trainkit.cli.checks import check_checkpoint
+        from trainkit.cli.checks import check_checkpoint, say_untrained
         from trainkit.cli.run_options import apply_run_options
 
         config = self._subcommand_config(subcommand)
@@ -259,6 +259,7 @@ class LightningCLI(CLIParserSetup):
         dry_run = bool(getattr(self.trainer, "dry_run", False))
         with one_line_run_errors(self.prog), dry_run_errors(self.prog, dry_run):
             self.result = method(**kwargs)
+        say_untrained(self.trainer, subcommand, kwargs.get("ckpt_path"))
         after = getattr(self, f"after_{subcommand}", None)
         if callable(after):
             after()
