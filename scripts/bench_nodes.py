@@ -1,10 +1,10 @@
 """Two nodes on one machine: start-up on 2 nodes vs 1, and how soon a node's failure ends the job
-on the other. The nodes are network namespaces joined by a bridge (tests/clusters/netns.py;
+on the other. The nodes are network namespaces joined by a bridge (tests/integration/clusters/netns.py;
 needs root), so the traffic between them crosses a network interface.
 
     sudo .venv/bin/python scripts/bench_nodes.py --repeats 3 [--only start-up|failure]
 
-Jobs train tests/clusters's exact regressor (4 steps, batch 4 per rank) with trainkit's own
+Jobs train tests/integration/clusters's exact regressor (4 steps, batch 4 per rank) with trainkit's own
 launcher (NODE_RANK, MASTER_ADDR, MASTER_PORT on each node):
 
 - start-up: launch -> the first training step entered on every rank (a file each rank touches),
@@ -16,7 +16,9 @@ launcher (NODE_RANK, MASTER_ADDR, MASTER_PORT on each node):
   0's ranks wait out a 4 s collective timeout, subtracted here).
 
 Prints one JSON line per measurement and a summary table (median of the repeats), with the
-reference job of tests/helpers/pace.py beside it (2.5 s on the quiet machine).
+reference job of scripts/bench_reference.py (raw torch) timed in the same run beside it, and each
+median as a ratio to it. The tests of tests/integration/clusters/test_two_nodes.py check what happens in
+these cases; how soon is measured here.
 """
 
 from __future__ import annotations
@@ -35,9 +37,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.clusters.netns import Node, nodes_or_skip  # noqa: E402
-from tests.clusters.two_nodes import exact_config  # noqa: E402
-from tests.helpers.pace import reference_job_seconds  # noqa: E402
+from bench_reference import reference_job_seconds  # noqa: E402
+
+from tests.integration.clusters.netns import Node, nodes_or_skip  # noqa: E402
+from tests.integration.clusters.two_nodes import exact_config  # noqa: E402
 
 PY = sys.executable
 PORT = "29500"
@@ -166,11 +169,12 @@ def main() -> None:
                     json.dumps({"case": name, "repeat": repeat, "seconds": round(seconds, 3)}),
                     flush=True,
                 )
-    print(f"\nreference job (tests/helpers/pace.py): {reference:.2f} s (2.5 s quiet)")
-    print(f"{'':<48} median   runs")
+    print(f"\nreference job (scripts/bench_reference.py): {reference:.2f} s (2.5 s quiet)")
+    print(f"{'':<48} median   /ref   runs")
     for name, values in rows.items():
         runs = ", ".join(f"{v:.2f}" for v in values)
-        print(f"{name:<48} {statistics.median(values):6.2f}   {runs}")
+        median = statistics.median(values)
+        print(f"{name:<48} {median:6.2f} {median / reference:6.2f}   {runs}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     python scripts/bench_suite.py [--busy 2] [--repeat 3] [-- PYTEST_ARGS...]
 
-Each run: the reference job of `tests/helpers/pace.py` (raw torch, two gloo ranks; 1.8 s on the
+Each run: the reference job of `scripts/bench_reference.py` (raw torch, two gloo ranks; 1.8 s on the
 project's quiet 2-core machine) three times, the suite (`pytest -q`, the README's test command),
 the reference job three times again, and a look for processes the suite left behind. `--busy N`
 keeps N other processes spinning beside each run (the "busy machine" protocol); `--repeat K`
@@ -30,7 +30,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.helpers.pace import QUIET_REFERENCE_S, reference_job_seconds  # noqa: E402
+from bench_reference import QUIET_REFERENCE_S, reference_job_seconds  # noqa: E402
 
 SPIN = "while True: pass"
 MARK = "BENCH_SUITE_RUN"  # in the suite's environment, so its descendants can be told apart

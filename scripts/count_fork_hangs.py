@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.reliability.runs import write_config
+from tests.integration.reliability.runs import write_config
 
 
 def run_once(folder: Path, hang_after: float) -> bool:

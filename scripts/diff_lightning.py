@@ -8,8 +8,9 @@ Each program (Trainer arguments from their accepted values, self.log option comb
 torchmetrics objects, ModelCheckpoint, EarlyStopping, LearningRateMonitor, a callback that logs
 or asks to stop, CSV and TensorBoard loggers) runs in this process under both frameworks; the
 callback and logged metrics, progress bar names, metrics.csv rows and columns, TensorBoard
-steps, checkpoint files, epochs, steps and exceptions are compared (tests/compat/differential.py
-says how). Prints one line per program and, for each that differs, its JSON spec and where;
+steps, checkpoint files, epochs, steps and exceptions are compared (tests/integration/compat/differential.py
+says how). Prints one line per program and, for each that differs, its JSON spec and where,
+then the differences grouped by cause (how many programs show each, and the first seeds);
 a program Lightning refuses and trainkit runs is "lenient" (allowed: docs/compat.md). Exit 1
 when any differs. Needs Lightning 2.6 (pip install 'lightning==2.6.*').
 """
@@ -26,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.compat.differential import LENIENT, Spec, compare, specs
+from tests.integration.compat.differential import LENIENT, Spec, cause, compare, specs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)  # one intra-op thread: the same rounding in both
     drawn = [Spec.from_json(args.spec)] if args.spec else specs(args.n, args.seed)
     differing = lenient = 0
+    causes: dict[str, list[int]] = {}  # cause -> seeds of the programs that show it
     for index, spec in enumerate(drawn):
         started = time.perf_counter()
         with tempfile.TemporaryDirectory() as folder:
@@ -57,6 +59,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"     spec: {spec.to_json()}")
             for line in found[: args.show]:
                 print(f"     {line}")
+            for kind in sorted({cause(line) for line in found}):
+                causes.setdefault(kind, []).append(spec.seed)
+        sys.stdout.flush()
+    print("differences by cause (programs, first seeds):")
+    for kind, seeds in sorted(causes.items(), key=lambda item: -len(item[1])):
+        print(f"{len(seeds):5d}  {kind}  ({', '.join(map(str, seeds[:5]))})")
     print(f"{differing} of {len(drawn)} programs differ ({lenient} run where Lightning raised)")
     return 1 if differing else 0
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU machine's one command (issues #51 and #52): install trainkit beside the machine's own
-# torch, print the GPU, driver and torch versions, run the GPU checks (tests/test_gpu.py, and
-# tests/test_torch_versions.py against that torch), then the benchmark (scripts/bench_gpu.py).
+# torch, print the GPU, driver and torch versions, run the GPU checks
+# (tests/integration/gpu/test_gpu.py, and the torch version checks against that torch:
+# tests/unit/utilities/test_imports.py, tests/integration/imports/test_torch_versions.py), then
+# the benchmark (scripts/bench_gpu.py).
 #
 #     bash scripts/gpu_wheels.sh                      # here, once: the wheels the machine lacks
 #     OUT=/tmp/out bash scripts/gpu_check.sh          # there ($OUT default: gpu_check_out/)
@@ -120,12 +122,13 @@ EOF
 }
 
 run_checks() { # sets pytest_rc
-    step "GPU checks: tests/test_gpu.py tests/test_torch_versions.py (limit ${CHECKS_TIMEOUT_S} s)"
+    step "GPU checks: tests/integration/gpu/test_gpu.py and the torch version checks (limit ${CHECKS_TIMEOUT_S} s)"
     local workers=(-n "$CHECK_WORKERS" --dist worksteal)
     [ "$cuda" = 1 ] || workers=(-n 0) # only the CPU tests run: no workers to start
     GPU_RESULTS_LINES=$OUT/checks.jsonl PYTHONPATH=$ROOT/scripts${PYTHONPATH:+:$PYTHONPATH} \
-        timeout -k 10 "$CHECKS_TIMEOUT_S" "$PY" -m pytest tests/test_gpu.py \
-        tests/test_torch_versions.py -p gpu_results -o addopts="" "${workers[@]}" \
+        timeout -k 10 "$CHECKS_TIMEOUT_S" "$PY" -m pytest tests/integration/gpu/test_gpu.py \
+        tests/unit/utilities/test_imports.py tests/integration/imports/test_torch_versions.py \
+        -p gpu_results -o addopts="" "${workers[@]}" \
         -p no:cacheprovider -q -rsfE -o timeout=150
     pytest_rc=$?
     [ "$pytest_rc" = 124 ] && echo "the checks ran past ${CHECKS_TIMEOUT_S} s and were stopped"

@@ -1,4 +1,9 @@
-"""Shared fixtures: a quiet Trainer factory and a CLI runner that drives the real console script."""
+"""Shared fixtures: a quiet Trainer factory, the CLI run in this process (``run_main``) and the
+real console script in a new interpreter (``run_cli``, ``start_cli``).
+
+A time limit here or in a test is a generous ceiling that only stops a hang (pytest-timeout's
+marker, or a ``timeout=`` of a subprocess call), never a measurement: how fast trainkit ends a
+failed job or starts its ranks is measured by ``scripts/bench_*.py``."""
 
 from __future__ import annotations
 
@@ -11,19 +16,21 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.helpers import warm_python
-from tests.helpers.command_env import REPO, cli_env
-from tests.helpers.pace import Pace, wall
+from tests.helpers.command_env import REPO, cli_env, run_captured
 
-# the full tier's tests: they start interpreters, ranks, clusters or servers
-SLOW_FOLDERS = {"distributed", "clusters", "reliability", "compat"}
+# the ceiling of a trainkit command a test runs to its end (it only stops a hang)
+COMMAND_CEILING_S = 300.0
+
+# the full tier's tests: they start interpreters, ranks, clusters or servers (tests/unit/ runs
+# in this process; tests/unit/test_test_layout.py holds it)
+SLOW_FOLDERS = {"integration"}
 PROCESS_FIXTURES = {"run_cli", "start_cli", "no_leftovers", "straight_run"}
 
 
 def starts_processes(item: pytest.Item) -> bool:
     """Whether a test belongs to the full tier only (``-m "not slow"`` is the fast tier): it
-    sits in a folder of multi-process tests, uses a fixture that starts processes, or says so
-    with ``@pytest.mark.slow``."""
+    sits in tests/integration/, uses a fixture that starts processes, or says so with
+    ``@pytest.mark.slow``."""
     folder = Path(str(item.path)).relative_to(REPO / "tests").parts[0]
     fixtures = set(getattr(item, "fixturenames", ()))
     return folder in SLOW_FOLDERS or bool(fixtures & PROCESS_FIXTURES) or "slow" in item.keywords
@@ -48,6 +55,16 @@ def pytest_configure(config):
         compile_sources()
 
 
+def pytest_collection_finish(session):
+    """Once the tests are collected, the objects alive then (torch, trainkit, every test module)
+    live as long as the worker: ``gc.freeze()`` takes them out of the cycle collector's passes,
+    so a full collection a test runs (the tuner runs one after each trial, as Lightning does)
+    walks what the tests made, not the whole interpreter, as in a user's smaller process."""
+    import gc
+
+    gc.freeze()
+
+
 def compile_sources() -> None:
     """Byte-compile trainkit and the tests once, before any worker starts: the suite starts
     hundreds of interpreters, and where ``PYTHONDONTWRITEBYTECODE`` is set (containers often
@@ -60,10 +77,12 @@ def compile_sources() -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    """``gpu`` tests run only where CUDA is available; under pytest-xdist the tests that share
-    one SLURM cluster (the files with a test marked ``slurm``) run in one worker, one after another (the two-node tests,
-    which make their own network namespaces, in another), and so do the tests
-    that compare with the session's never-interrupted runs (``straight_run``), made once."""
+    """``gpu`` tests run only where CUDA is available. Under pytest-xdist, ``xdist_group`` asks
+    to keep together the tests that share one SLURM cluster (the files with a test marked
+    ``slurm``), the two-node tests (their own network namespaces, made once per worker) and the
+    tests that compare with the session's never-interrupted runs (``straight_run``): it saves
+    work, and nothing depends on it. SLURM tests take turns on a lock whichever worker runs them
+    (tests/integration/clusters/conftest.py), and runs made once are made under a lock (session_runs.py)."""
     import torch
 
     # a file with a test marked slurm may share its cluster (a module fixture) with its others
@@ -83,17 +102,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
-
-
-@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # before pytest-timeout reads the limit
-def pytest_runtest_protocol(item):
-    """A test's wall limit (pytest-timeout) stretches with the machine's slowdown: it is there
-    to catch a hang, not to time trainkit (tests/helpers/pace.py)."""
-    marker = item.get_closest_marker("timeout")
-    limit = marker.args[0] if marker and marker.args else item.config.getini("timeout")
-    if limit and float(limit) > 0:
-        item.add_marker(pytest.mark.timeout(wall(float(limit))), append=False)
-    yield
 
 
 @pytest.fixture
@@ -120,13 +128,12 @@ def make_trainer(tmp_path):
 def run_trainkit(
     *args: str, cwd: Path, timeout: float | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
-    """Run ``python -m trainkit ARGS`` in ``cwd`` and wait (by default 120 s on a quiet machine);
-    returns the CompletedProcess. Started from the worker's warm interpreter where it can be
-    (tests/helpers/warm_python.py)."""
-    return warm_python.run(
+    """Run ``python -m trainkit ARGS`` in ``cwd`` and wait (at most ``COMMAND_CEILING_S`` unless
+    told); returns the CompletedProcess with its output as text."""
+    return run_captured(
         [sys.executable, "-m", "trainkit", *args],
         cwd=cwd,
-        timeout=wall(120) if timeout is None else timeout,
+        timeout=COMMAND_CEILING_S if timeout is None else timeout,
         env=env or cli_env(),
     )
 
@@ -144,19 +151,26 @@ def run_cli(tmp_path):
 
 
 @pytest.fixture
+def run_main(tmp_path, capfd):
+    """Run ``trainkit ARGS`` in tmp_path through ``trainkit.cli.main`` in this process; returns a
+    CompletedProcess (returncode, stdout, stderr) as ``run_cli`` does, and puts back the
+    process-wide state the command changed (tests/helpers/in_process.py)."""
+    from tests.helpers.in_process import run_main as run_in_process
+
+    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        return run_in_process(args, tmp_path, capfd.readouterr, env=env)
+
+    return run
+
+
+@pytest.fixture
 def autoencoder_config():
     return str(REPO / "configs" / "autoencoder.yaml")
 
 
 def processes_mentioning(marker: str) -> list[psutil.Process]:
-    """Running processes whose command line mentions ``marker``, with those the warm interpreter
-    started (their command line is the warm interpreter's)."""
+    """Running processes whose command line mentions ``marker``."""
     found = []
-    for pid in warm_python.running_mentioning(marker):
-        try:
-            found.append(psutil.Process(pid))
-        except psutil.NoSuchProcess:
-            continue
     for proc in psutil.process_iter(["cmdline"]):
         try:
             if any(marker in part for part in proc.info["cmdline"] or ()):
@@ -170,7 +184,7 @@ def processes_mentioning(marker: str) -> list[psutil.Process]:
 def no_leftovers(tmp_path):
     """After the test, no process whose command line mentions this test's folder may survive."""
     yield
-    deadline = time.monotonic() + wall(5)
+    deadline = time.monotonic() + 30  # a ceiling: they normally go at once
     while processes_mentioning(str(tmp_path)) and time.monotonic() < deadline:
         time.sleep(0.1)
     leftovers = processes_mentioning(str(tmp_path))
@@ -180,18 +194,12 @@ def no_leftovers(tmp_path):
 
 
 @pytest.fixture
-def pace() -> Pace:
-    """Checks a duration against its quiet-machine promise, scaled by the machine's slowdown."""
-    return Pace()
-
-
-@pytest.fixture
 def start_cli(tmp_path, no_leftovers):
     """Start ``python -m trainkit ARGS --trainer.default_root_dir tmp_path`` (a Popen)."""
     started: list[subprocess.Popen] = []
 
     def start(*args: str, root=None, env=None) -> subprocess.Popen:
-        proc = warm_python.WarmPopen(
+        proc = subprocess.Popen(
             [
                 sys.executable,
                 "-m",

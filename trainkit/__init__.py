@@ -5,8 +5,9 @@ Importing trainkit is cheap: the names below load on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from trainkit.common.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -99,17 +100,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    if (
-        name in SUBPACKAGES
-    ):  # `pl.callbacks.EarlyStopping`, `pl.utilities.rank_zero_only`, as Lightning
-        return importlib.import_module(f"trainkit.{name}")
-    raise AttributeError(f"module 'trainkit' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__, SUBPACKAGES)

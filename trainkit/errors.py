@@ -19,3 +19,13 @@ class MisconfigurationError(ValueError):
 
 class NonFiniteLossError(RuntimeError):
     """The loss was NaN or infinite; the fit stopped before that batch changed the weights."""
+
+
+def no_optimizer(name: str) -> str:
+    """The one line for a module that trains without saying how to optimize."""
+    return (
+        f"{name} defines no configure_optimizers and the config has no optimizer section; "
+        f"expected one of them; add configure_optimizers to {name} (return "
+        "torch.optim.Adam(self.parameters(), lr=1e-3)), or an optimizer section "
+        "(optimizer: {class_path: torch.optim.Adam, init_args: {lr: 0.001}})"
+    )

@@ -10,8 +10,8 @@ from typing import Any, TypeGuard
 import torch
 from torch import Tensor
 
+from trainkit.batch_size import extract_batch_size
 from trainkit.errors import MisconfigurationError
-from trainkit.utilities.data import extract_batch_size
 
 REDUCE_FX = ("mean", "sum", "max", "min")
 # Lightning's other spellings of them
@@ -41,10 +41,17 @@ class MetricMeta:
     add_dataloader_idx: bool = True  # '/dataloader_idx_N' after the name with several loaders
 
     def step_key(self, name: str) -> str:
-        return f"{name}_step" if self.on_epoch else name
+        return _suffixed(name, "_step") if self.on_epoch else name
 
     def epoch_key(self, name: str) -> str:
-        return f"{name}_epoch" if self.on_step else name
+        return _suffixed(name, "_epoch") if self.on_step else name
+
+
+def _suffixed(name: str, suffix: str) -> str:
+    """``name`` + ``suffix``, before a loader's ``/dataloader_idx_N`` as Lightning's
+    (``acc_epoch/dataloader_idx_1``)."""
+    base, found, index = name.rpartition("/dataloader_idx_")
+    return f"{base}{suffix}/dataloader_idx_{index}" if found and index.isdigit() else name + suffix
 
 
 class EpochAggregate:
@@ -116,6 +123,14 @@ class MetricStore:
         self.metric_objects: dict[str, Any] = {}  # torchmetrics Metrics logged this epoch
         self._computed_metrics: list[Any] = []  # computed, reset after the epoch-end hooks
         self.epoch_reduced = False  # reduce_epoch ran: the epoch's values are known
+        # the epoch's batches are done: a read of the callback metrics before ``reduce_epoch``
+        # (the epoch-end hooks) sees the epoch's values so far, as Lightning's
+        self.epoch_end_reached = False
+        # rank 0 of a distributed run: an epoch-level value without sync_dist is warned about
+        self.warns_unsynced = False
+        # the epoch's batches are done: a read of the callback metrics before ``reduce_epoch``
+        # (the epoch-end hooks) sees the epoch's values so far, as Lightning's
+        self.epoch_end_reached = False
 
     def new_batch(self, batch: object) -> None:
         """Point the store at the batch being processed (its size is read only if needed)."""
@@ -208,6 +223,13 @@ class MetricStore:
         self.meta[name] = meta
         if meta.on_epoch:
             self._epoch[name] = EpochAggregate(meta.reduce_fx)
+            if self.warns_unsynced and not meta.sync_dist:  # Lightning's words
+                warnings.warn(
+                    f"It is recommended to use `self.log({name!r}, ..., sync_dist=True)` when "
+                    "logging on epoch level in distributed setting to accumulate the metric "
+                    f"across devices (without it, {name} is rank 0's value alone)",
+                    stacklevel=2,
+                )
         return meta
 
     def _current_batch_size(self) -> int:
@@ -215,14 +237,22 @@ class MetricStore:
             self._batch_size = batch_size_of(self.batch)
         return self._batch_size
 
-    def step_metrics(self, for_logger: bool = False, for_prog_bar: bool = False) -> dict[str, Any]:
-        """Latest step values, keyed as the logger / progress bar show them."""
+    def step_metrics(
+        self, for_logger: bool = False, for_prog_bar: bool = False, loader: int | None = None
+    ) -> dict[str, Any]:
+        """Latest step values, keyed as the logger / progress bar show them (``loader``: the
+        evaluation loader's ``/dataloader_idx_N`` added, one of several)."""
         out = {}
         for name, value in self.step_values.items():
             meta = self.meta[name]
             if (for_logger and not meta.logger) or (for_prog_bar and not meta.prog_bar):
                 continue
-            out[meta.step_key(name)] = value
+            key = (
+                name
+                if loader is None or not meta.add_dataloader_idx
+                else name + f"/dataloader_idx_{loader}"
+            )
+            out[meta.step_key(key)] = value
         return out
 
     def reduce_epoch(self, reset_metric_objects: bool = True) -> dict[str, Tensor]:
@@ -243,6 +273,20 @@ class MetricStore:
             else:
                 self._computed_metrics.append(metric)
         self.metric_objects.clear()
+        return out
+
+    def epoch_values_so_far(self) -> dict[str, Tensor]:
+        """What ``reduce_epoch`` would give now, without resetting anything."""
+        out: dict[str, Tensor] = {}
+        for name, aggregate in self._epoch.items():
+            total, count = aggregate.total, aggregate.count
+            reduced = aggregate.result(self.reducer if self.meta[name].sync_dist else None)
+            aggregate.total, aggregate.count = total, count  # ``result`` empties it
+            if reduced is not None:
+                out[name] = reduced
+        for name, metric in self.metric_objects.items():
+            if self.meta[name].on_epoch:
+                out[name] = _scalar(name, metric.compute()).float()
         return out
 
     def reset_computed_metrics(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -13,9 +13,23 @@ from torch.optim import Optimizer
 from torch.serialization import MAP_LOCATION
 
 from trainkit.checkpoint.from_checkpoint import restricted_classmethod
+from trainkit.common.properties import TypedProperty
 from trainkit.gradients import ParameterToggle, clip_gradients
 from trainkit.hparams import HyperparametersMixin
 from trainkit.module_hooks import HooksMixin
+
+T = TypeVar("T")
+
+
+class FromTrainer(TypedProperty[T]):
+    """A module's read-out of its Trainer's ``name``: ``default`` while no Trainer is attached."""
+
+    def __init__(self, name: str, default: T, doc: str | None = None) -> None:
+        def read(self: TrainModule) -> T:
+            trainer = self._trainer
+            return default if trainer is None else getattr(trainer, name)
+
+        super().__init__(read, doc=doc)
 
 
 class TrainModule(HooksMixin, HyperparametersMixin, nn.Module):
@@ -60,7 +74,9 @@ class TrainModule(HooksMixin, HyperparametersMixin, nn.Module):
 
     def configure_optimizers(self) -> Any:
         """Return an optimizer, a list of them, or a dict with ``optimizer`` and ``lr_scheduler``."""
-        raise NotImplementedError
+        from trainkit.errors import MisconfigurationError, no_optimizer
+
+        raise MisconfigurationError(no_optimizer(type(self).__name__))
 
     def configure_model(self) -> None:
         """Build layers here instead of ``__init__`` to create them sharded (fsdp: on the meta
@@ -132,31 +148,17 @@ class TrainModule(HooksMixin, HyperparametersMixin, nn.Module):
             return tensor.dtype
         return torch.get_default_dtype()
 
-    @property
-    def global_rank(self) -> int:
-        return self._trainer.global_rank if self._trainer else 0
-
-    @property
-    def local_rank(self) -> int:
-        return self._trainer.local_rank if self._trainer else 0
-
-    @property
-    def current_epoch(self) -> int:
-        return self._trainer.current_epoch if self._trainer else 0
-
-    @property
-    def global_step(self) -> int:
-        return self._trainer.global_step if self._trainer else 0
+    global_rank = FromTrainer("global_rank", 0)
+    local_rank = FromTrainer("local_rank", 0)
+    current_epoch = FromTrainer("current_epoch", 0)
+    global_step = FromTrainer("global_step", 0)
 
     @property
     def on_gpu(self) -> bool:
         """Whether the module's parameters are on a CUDA device."""
         return self.device.type == "cuda"
 
-    @property
-    def logger(self) -> Any:
-        """The Trainer's first logger (None when there is none)."""
-        return self._trainer.logger if self._trainer is not None else None
+    logger = FromTrainer[Any]("logger", None, "The Trainer's first logger (None: there is none).")
 
     @property
     def loggers(self) -> list[Any]:

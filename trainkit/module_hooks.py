@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 if TYPE_CHECKING:
-    from trainkit.utilities.types import STEP_OUTPUT
+    from trainkit.common.types import STEP_OUTPUT
 
 
 class HooksMixin:

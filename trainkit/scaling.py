@@ -116,6 +116,8 @@ class RunSummary:
     start_lr: float | None = None  # where a scheduler starts the rate, if not at final_lr
     resumed_from: str | None = None
     resumed_at: str | None = None  # "epoch E, step S"
+    optimizer: str = "-"  # the optimizer classes and where they come from
+    threads: str = "-"  # intra-op threads per process, and the rule that set them
 
     def rows(self) -> list[tuple[str, str]]:
         def fmt(value: object) -> str:
@@ -135,9 +137,11 @@ class RunSummary:
             ("world size", fmt(self.world_size)),
             ("num nodes", fmt(self.num_nodes)),
             ("precision", self.precision),
+            ("threads per process", self.threads),
             ("batch per device", fmt(self.per_device_batch)),
             ("accumulate grad batches", fmt(self.accumulate)),
             ("effective batch", fmt(self.effective_batch)),
+            ("optimizer", self.optimizer),
             ("configured lr", fmt(self.configured_lr)),
             ("lr scaling", rule),
             ("final lr", fmt(self.final_lr)),

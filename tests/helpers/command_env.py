@@ -1,8 +1,10 @@
-"""The environment a test gives a trainkit command: the repository importable, no rank variables."""
+"""The environment a test gives a trainkit command (the repository importable, no rank
+variables), and a command run to its end with its output captured."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,3 +33,26 @@ def cli_env(**extra: str) -> dict[str, str]:
         env.pop(key, None)
     env.update(extra)
     return env
+
+
+def run_captured(
+    args: list[str],
+    *,
+    timeout: float,
+    cwd: str | os.PathLike[str] | None = None,
+    env: dict[str, str] | None = None,
+    umask: int = -1,
+) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(args, capture_output=True, text=True, ...)``: a new interpreter (or any
+    program) run to its end; ``timeout`` is a ceiling that only stops a hang (the command is
+    killed, then ``subprocess.TimeoutExpired`` raised)."""
+    return subprocess.run(
+        args,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=env,
+        umask=umask,
+        check=False,
+    )

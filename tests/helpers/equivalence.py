@@ -6,7 +6,7 @@ A ``Case`` draws one value from every axis (strategy, ranks, accumulation, optim
 resume, batch-size mode, model). ``run_case`` trains it on real ranks through trainkit's own
 launcher (``tests/helpers/equivalence_program.py``, one interpreter per run) and the reference in
 one process, and ``compare`` says whether the weights are equal, differ as documented, or are
-broken. ``tests/distributed/test_equivalence_matrix.py`` runs a fixed sample of the cases;
+broken. ``tests/integration/strategies/test_equivalence_matrix.py`` runs a fixed sample of the cases;
 ``scripts/check_equivalence.py --all`` runs the whole matrix and prints the table in
 docs/strategies.md.
 """

@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from tests.helpers.pace import wall
 from trainkit import DataModule, TrainModule
 
 
@@ -96,6 +95,64 @@ class WaitsInTeardown(TrainsOnly):
 
         folder = pathlib.Path(self.folder)
         (folder / "teardown").touch()
-        deadline = time.monotonic() + wall(60)
+        deadline = time.monotonic() + 120
         while not (folder / "release").exists() and time.monotonic() < deadline:
             time.sleep(0.01)
+
+
+class ReadsAMisspelledKey(TrainsOnly):
+    """Its own ``__init__`` looks up a key it misspelled (a KeyError in the user's code)."""
+
+    def __init__(self, hidden: int = 4) -> None:
+        super().__init__()
+        sizes = {"hidden": hidden}
+        self.head = torch.nn.Linear(32, sizes["hiden"])
+
+
+class ForgetsSuperInit(TrainModule):
+    """Assigns a layer before calling ``super().__init__()``."""
+
+    def __init__(self, hidden: int = 4) -> None:
+        self.layer = torch.nn.Linear(32, hidden)
+
+    def training_step(self, batch, batch_idx):
+        return self.layer(batch[0]).sum()
+
+
+class MovesItselfToCuda(TrainsOnly):
+    """Calls ``.cuda()`` in its ``__init__`` (on a machine without CUDA)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(32, 1).cuda()
+
+
+class NoOptimizer(TrainModule):
+    """A module without configure_optimizers (and the config has no optimizer section)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(32, 1)
+
+    def training_step(self, batch, batch_idx):
+        return self.layer(batch[0]).pow(2).mean()
+
+
+class LogsEpochWithoutSync(TrainsOnly):
+    """Logs an epoch-level validation metric without ``sync_dist`` (each rank's own value)."""
+
+    def validation_step(self, batch, batch_idx):
+        self.log("val_unsynced", self.layer(batch[0]).pow(2).mean())
+
+    def train_dataloader(self):
+        return DataLoader(TensorDataset(torch.randn(16, 32)), batch_size=4)
+
+    def val_dataloader(self):
+        return DataLoader(TensorDataset(torch.randn(8, 32)), batch_size=4)
+
+
+class CrashesInSetup(TrainsOnly):
+    """Its setup hook raises, after the run folder was made (an error in the user's code)."""
+
+    def setup(self, stage):
+        raise RuntimeError("setup failed on purpose")

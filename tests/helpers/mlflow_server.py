@@ -14,7 +14,6 @@ from pathlib import Path
 
 import psutil
 
-from tests.helpers.pace import wall
 from trainkit.distributed.ports import find_free_port
 
 READY_WITHIN_S = 180.0  # a cold start imports mlflow in the server and its worker: slow when busy
@@ -50,7 +49,7 @@ class MlflowServer:
     @property
     def url(self) -> str:
         """The server's address once /health answers; raises with its log if it died or stalled."""
-        deadline = time.monotonic() + wall(READY_WITHIN_S)
+        deadline = time.monotonic() + READY_WITHIN_S
         while not self.ready:
             if healthy(self.address):
                 self.ready = True
@@ -71,12 +70,12 @@ class MlflowServer:
         for proc in family:
             with contextlib.suppress(psutil.NoSuchProcess):
                 proc.terminate()
-        _, alive = psutil.wait_procs(family, timeout=wall(15))
+        _, alive = psutil.wait_procs(family, timeout=60)
         for proc in alive:
             with contextlib.suppress(psutil.NoSuchProcess):
                 proc.kill()
-        psutil.wait_procs(alive, timeout=wall(15))
-        self.process.wait(timeout=wall(15))
+        psutil.wait_procs(alive, timeout=60)
+        self.process.wait(timeout=60)
 
 
 @contextlib.contextmanager

@@ -4,9 +4,10 @@ use, so importing this package is cheap)."""
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trainkit.callbacks.base import Callback, Checkpoint
+from trainkit.common.lazy import lazy_exports
 
 _LAZY = {
     "ModelCheckpoint": "trainkit.callbacks.checkpoint",
@@ -25,8 +26,8 @@ _LAZY = {
     "StochasticWeightAveraging": "trainkit.callbacks.stochastic_weight_avg",
     "GradientAccumulationScheduler": "trainkit.callbacks.gradient_accumulation_scheduler",
     "Timer": "trainkit.callbacks.timer",
-    "LearningRateFinder": "trainkit.callbacks.lr_finder",
-    "BatchSizeFinder": "trainkit.callbacks.batch_size_finder",
+    "LearningRateFinder": "trainkit.tuner.learning_rate_finder",
+    "BatchSizeFinder": "trainkit.tuner.batch_size_finder",
     "LambdaCallback": "trainkit.callbacks.lambda_function",
     "BasePredictionWriter": "trainkit.callbacks.prediction_writer",
     "DeviceStatsMonitor": "trainkit.callbacks.device_stats_monitor",
@@ -35,14 +36,12 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time each loads on first use
-    from trainkit.callbacks.batch_size_finder import BatchSizeFinder
     from trainkit.callbacks.checkpoint import ModelCheckpoint
     from trainkit.callbacks.device_stats_monitor import DeviceStatsMonitor
     from trainkit.callbacks.early_stopping import EarlyStopping, EarlyStoppingReason
     from trainkit.callbacks.finetuning import BackboneFinetuning, BaseFinetuning
     from trainkit.callbacks.gradient_accumulation_scheduler import GradientAccumulationScheduler
     from trainkit.callbacks.lambda_function import LambdaCallback
-    from trainkit.callbacks.lr_finder import LearningRateFinder
     from trainkit.callbacks.lr_monitor import LearningRateMonitor
     from trainkit.callbacks.model_summary import ModelSummary
     from trainkit.callbacks.on_exception_checkpoint import OnExceptionCheckpoint
@@ -55,6 +54,8 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each loads 
     from trainkit.callbacks.timer import Timer
     from trainkit.callbacks.tqdm_progress import TQDMProgressBar
     from trainkit.callbacks.weight_averaging import EMAWeightAveraging, WeightAveraging
+    from trainkit.tuner.batch_size_finder import BatchSizeFinder
+    from trainkit.tuner.learning_rate_finder import LearningRateFinder
 
 __all__ = [
     "BackboneFinetuning",
@@ -85,16 +86,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'trainkit.callbacks' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__)
 
 
 def import_all() -> None:

@@ -8,16 +8,18 @@ import time
 import warnings
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
 from trainkit.callbacks import checkpoint_files as files
 from trainkit.callbacks.base import Checkpoint
-from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.distributed.comm import rank_zero_info
 from trainkit.errors import ConfigError
 from trainkit.module import TrainModule  # never imports the callbacks: no circle
+
+if TYPE_CHECKING:
+    from trainkit.trainer.trainer import Trainer
 
 
 class ModelCheckpoint(Checkpoint):
@@ -112,6 +114,9 @@ class ModelCheckpoint(Checkpoint):
         self._validated = False  # a validation batch ran since the last validation start
         self._said_not_logged = False  # a monitor missing before any validation was reported
         self._last_checkpoint_saved = ""  # the newest file saved (last.ckpt aside)
+        # Lightning wrote last.ckpt without a top-k file (at a step save or a deferred one): with
+        # neither, as Lightning, last.ckpt is written at the fit's end
+        self._saved_as_lightning = False
         self.current_score: torch.Tensor | None = None
         self.best_k_models: dict[str, torch.Tensor] = {}
         self.kth_best_model_path = ""
@@ -134,17 +139,17 @@ class ModelCheckpoint(Checkpoint):
         return f"{type(self).__qualname__}{settings!r}"
 
     # ---- when to save --------------------------------------------------------------------------
-    def setup(self, trainer: TrainerView, module: TrainModule, stage: str) -> None:
+    def setup(self, trainer: Trainer, module: TrainModule, stage: str) -> None:
         if self.dirpath is None:
             self.dirpath = str(Path(trainer.log_dir) / "checkpoints")
         self.dirpath = trainer.strategy.broadcast(self.dirpath)
 
-    def on_train_start(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_train_start(self, trainer: Trainer, module: TrainModule) -> None:
         self._last_time_checked = time.monotonic()
 
     def on_train_batch_end(
         self,
-        trainer: TrainerView,
+        trainer: Trainer,
         module: TrainModule,
         outputs: object,
         batch: object,
@@ -174,14 +179,15 @@ class ModelCheckpoint(Checkpoint):
             return
         saved = self._save_top_k(trainer, metrics)
         self._save_last(trainer, metrics, saved)
+        self._saved_as_lightning = True
 
-    def on_validation_start(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_validation_start(self, trainer: Trainer, module: TrainModule) -> None:
         self._validated = self._validated and trainer.sanity_checking
 
-    def on_validation_batch_end(self, trainer: TrainerView, *args: object, **kw: object) -> None:
+    def on_validation_batch_end(self, trainer: Trainer, *args: object, **kw: object) -> None:
         self._validated = self._validated or not trainer.sanity_checking
 
-    def on_train_epoch_end(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_train_epoch_end(self, trainer: Trainer, module: TrainModule) -> None:
         if self._skip_stage(trainer) or not self._finite(trainer, module):
             return
         metrics = files.monitor_candidates(trainer)
@@ -194,7 +200,7 @@ class ModelCheckpoint(Checkpoint):
             saved = self._save_top_k(trainer, metrics)
         self._save_last(trainer, metrics, saved)  # last.ckpt: the completed epoch, every epoch
 
-    def on_validation_end(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_validation_end(self, trainer: Trainer, module: TrainModule) -> None:
         # as Lightning: nothing when saving at epoch ends (a deferred step save then waits for
         # a batch end that has its metric) or when this step was saved
         skip = self._skip(trainer) or self._saves_on_train_epoch_end(trainer)
@@ -202,13 +208,20 @@ class ModelCheckpoint(Checkpoint):
             return
         metrics = files.monitor_candidates(trainer)
         if self._deferred or self._epoch_due(trainer):  # deferred: still missing is an error
+            self._saved_as_lightning |= self._deferred
             self._deferred = False
             saved = self._save_top_k(trainer, metrics)
             self._save_last(trainer, metrics, saved)
 
-    def on_exception(
-        self, trainer: TrainerView, module: TrainModule, exception: BaseException
-    ) -> None:
+    def on_train_end(self, trainer: Trainer, module: TrainModule) -> None:
+        # as Lightning: a fit none of whose events saved (no validation to save after, no
+        # saves at epoch ends) writes last.ckpt at its end, of the finished fit
+        if self._saved_as_lightning or self._last_checkpoint_saved or self._skip_stage(trainer):
+            return
+        if self.save_last and self._finite(trainer, module):
+            self._save_last(trainer, files.monitor_candidates(trainer), just_saved=False)
+
+    def on_exception(self, trainer: Trainer, module: TrainModule, exception: BaseException) -> None:
         if (
             not self.save_on_exception
             or self.dirpath is None
@@ -230,23 +243,23 @@ class ModelCheckpoint(Checkpoint):
             f"checkpoint to {filepath}"
         )
 
-    def _skip_stage(self, trainer: TrainerView) -> bool:
+    def _skip_stage(self, trainer: Trainer) -> bool:
         return bool(trainer.fast_dev_run) or trainer.state.fn != "fit" or trainer.sanity_checking
 
-    def _finite(self, trainer: TrainerView, module: TrainModule) -> bool:
+    def _finite(self, trainer: Trainer, module: TrainModule) -> bool:
         """Weights with NaN or infinity never replace a checkpoint (said once; nothing saved)."""
         finite = files.weights_are_finite(trainer, module, say=not self._said_not_finite)
         self._said_not_finite |= not finite
         return finite
 
-    def _skip(self, trainer: TrainerView) -> bool:
+    def _skip(self, trainer: Trainer) -> bool:
         return self._skip_stage(trainer) or self._last_global_step_saved == trainer.global_step
 
-    def _epoch_due(self, trainer: TrainerView) -> bool:
+    def _epoch_due(self, trainer: Trainer) -> bool:
         every = self.every_n_epochs
         return every >= 1 and ((trainer.current_epoch + 1) % every == 0 or trainer.is_final_epoch)
 
-    def _saves_on_train_epoch_end(self, trainer: TrainerView) -> bool:
+    def _saves_on_train_epoch_end(self, trainer: Trainer) -> bool:
         """Lightning's rule: at epoch end unless validation runs more than once an epoch or
         not every epoch (then after each validation)."""
         if self._save_on_train_epoch_end is not None:
@@ -258,7 +271,7 @@ class ModelCheckpoint(Checkpoint):
         return trainer.val_check_interval == 1.0
 
     # ---- what to save --------------------------------------------------------------------------
-    def _save_top_k(self, trainer: TrainerView, metrics: dict[str, Any]) -> bool:
+    def _save_top_k(self, trainer: Trainer, metrics: dict[str, Any]) -> bool:
         """Save a top-k checkpoint if it qualifies; returns whether one was written."""
         if self.save_top_k == 0:
             return False
@@ -289,7 +302,7 @@ class ModelCheckpoint(Checkpoint):
             )
         return False
 
-    def _qualifies(self, trainer: TrainerView, current: torch.Tensor) -> bool:
+    def _qualifies(self, trainer: Trainer, current: torch.Tensor) -> bool:
         if self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k:
             return True
         better = bool(current < self.kth_value if self.mode == "min" else current > self.kth_value)
@@ -298,7 +311,7 @@ class ModelCheckpoint(Checkpoint):
         return better
 
     def _update_best_and_save(
-        self, trainer: TrainerView, current: torch.Tensor, metrics: dict[str, Any]
+        self, trainer: Trainer, current: torch.Tensor, metrics: dict[str, Any]
     ) -> None:
         k = len(self.best_k_models) + 1 if self.save_top_k == -1 else self.save_top_k
         dropped = None
@@ -329,7 +342,7 @@ class ModelCheckpoint(Checkpoint):
             files.remove_checkpoint(trainer, dropped)
 
     def _save_last(
-        self, trainer: TrainerView, metrics: dict[str, Any], just_saved: bool = True
+        self, trainer: Trainer, metrics: dict[str, Any], just_saved: bool = True
     ) -> None:
         """last.ckpt (CHECKPOINT_NAME_LAST): a link to the file just saved with 'link', else a
         full checkpoint of the current state."""
@@ -348,7 +361,7 @@ class ModelCheckpoint(Checkpoint):
         if previous and previous != filepath and self._removable(previous, filepath):
             files.remove_checkpoint(trainer, previous)
 
-    def _save_checkpoint(self, trainer: TrainerView, filepath: str) -> None:
+    def _save_checkpoint(self, trainer: Trainer, filepath: str) -> None:
         trainer.save_checkpoint(filepath, self.save_weights_only)
         self._last_global_step_saved = trainer.global_step
         if Path(filepath).name != f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}":
@@ -389,7 +402,7 @@ class ModelCheckpoint(Checkpoint):
         return self.format_checkpoint_name({"epoch": epoch, "step": step, **metrics})
 
     def _free_name(
-        self, trainer: TrainerView, metrics: dict[str, Any], replaced: str | None = None
+        self, trainer: Trainer, metrics: dict[str, Any], replaced: str | None = None
     ) -> str:
         """The formatted name, versioned ('-v1', ...) while a file of that name exists."""
         first = self.STARTING_VERSION if self._enable_version_counter else None

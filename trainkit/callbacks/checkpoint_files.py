@@ -8,14 +8,16 @@ import shutil
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.errors import ConfigError, MisconfigurationError
 from trainkit.loggers.base import SavedCheckpoints
 from trainkit.metrics import closest_key_hint
+
+if TYPE_CHECKING:
+    from trainkit.trainer.trainer import Trainer
 
 _FIELD = re.compile(r"\{([A-Za-z_][\w/.-]*)(:[^}]*)?\}")
 
@@ -35,7 +37,7 @@ def fill_template(template: str, metrics: dict[str, Any], insert_name: bool) -> 
     return _FIELD.sub(fill, template)
 
 
-def monitor_candidates(trainer: TrainerView) -> dict[str, Any]:
+def monitor_candidates(trainer: Trainer) -> dict[str, Any]:
     """What a filename and ``monitor`` can use: the callback metrics plus ``epoch`` and ``step``."""
     candidates = dict(trainer.callback_metrics)
     candidates.setdefault("epoch", trainer.current_epoch)
@@ -47,12 +49,12 @@ def monitor_candidates(trainer: TrainerView) -> dict[str, Any]:
     return candidates
 
 
-def exists_on_rank_zero(trainer: TrainerView, path: str) -> bool:
+def exists_on_rank_zero(trainer: Trainer, path: str) -> bool:
     """Whether ``path`` exists, as global rank 0 sees it (every rank gets the same answer)."""
     return bool(trainer.strategy.broadcast(os.path.lexists(path)))
 
 
-def remove_checkpoint(trainer: TrainerView, path: str) -> None:
+def remove_checkpoint(trainer: Trainer, path: str) -> None:
     """Delete a checkpoint file (or sharded checkpoint folder) on global rank 0, once the save
     in flight is on disk: with AsyncCheckpointIO the file replacing it may still be being
     written, and a kill between the two would leave neither."""
@@ -66,7 +68,7 @@ def remove_checkpoint(trainer: TrainerView, path: str) -> None:
         target.unlink(missing_ok=True)
 
 
-def link_checkpoint(trainer: TrainerView, target: str, link: str) -> None:
+def link_checkpoint(trainer: Trainer, target: str, link: str) -> None:
     """Make ``link`` a relative symlink to ``target`` (a copy where links are not allowed)."""
     if trainer.is_global_zero and os.path.abspath(target) != os.path.abspath(link):
         path = Path(link)
@@ -87,7 +89,7 @@ def inside(folder: str, path: str) -> bool:
     return Path(folder).absolute() in Path(path).absolute().parents
 
 
-def notify_loggers(trainer: TrainerView, callback: SavedCheckpoints) -> None:
+def notify_loggers(trainer: Trainer, callback: SavedCheckpoints) -> None:
     """Lightning's ``logger.after_save_checkpoint(callback)``, on global rank 0, for loggers
     that define it (e.g. to upload the new checkpoint)."""
     if not trainer.is_global_zero:
@@ -105,7 +107,7 @@ def notify_loggers(trainer: TrainerView, callback: SavedCheckpoints) -> None:
         hook(callback)
 
 
-def wait_for_saves(trainer: TrainerView) -> None:
+def wait_for_saves(trainer: Trainer) -> None:
     """Block until the run's CheckpointIO has written every save (async saves finish)."""
     io = trainer.run_state.checkpoint_io
     if io is not None:
@@ -167,7 +169,7 @@ def best_of(
 
 
 def free_name(
-    trainer: TrainerView,
+    trainer: Trainer,
     name: Callable[..., str],
     metrics: dict[str, Any],
     replaced: str | None,
@@ -183,7 +185,7 @@ def free_name(
     return filepath
 
 
-def weights_are_finite(trainer: TrainerView, module: torch.nn.Module, say: bool) -> bool:
+def weights_are_finite(trainer: Trainer, module: torch.nn.Module, say: bool) -> bool:
     """Whether every rank's part of the weights is free of NaN and infinity (every rank asks);
     ``say``: tell the user (rank 0) when they are not, since no checkpoint is written then."""
     from trainkit.strategies.shards import local_part
@@ -211,7 +213,7 @@ def monitor_not_logged(monitor: str, metrics: dict[str, Any]) -> Misconfiguratio
     )
 
 
-def validation_follows(trainer: TrainerView, batch_idx: int) -> bool:
+def validation_follows(trainer: Trainer, batch_idx: int) -> bool:
     """Lightning's guess at the epoch's last training batch that a validation runs after it
     (any validation this epoch counts), so a step save waits for that validation's metrics."""
     every = trainer.check_val_every_n_epoch

@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from trainkit.callbacks.base import Callback
-from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.errors import MisconfigurationError
 
 if TYPE_CHECKING:
+    from trainkit.common.types import STEP_OUTPUT
     from trainkit.module import TrainModule
-    from trainkit.utilities.types import STEP_OUTPUT
+    from trainkit.trainer.trainer import Trainer
 
 
 class DeviceStatsMonitor(Callback):
@@ -26,7 +26,7 @@ class DeviceStatsMonitor(Callback):
         """
         self._cpu_stats = cpu_stats
 
-    def setup(self, trainer: TrainerView, pl_module: TrainModule, stage: str) -> None:
+    def setup(self, trainer: Trainer, pl_module: TrainModule, stage: str) -> None:
         if stage != "fit":
             return
         if not trainer.loggers:
@@ -41,7 +41,7 @@ class DeviceStatsMonitor(Callback):
                     "DeviceStatsMonitor(cpu_stats=True) needs psutil: pip install psutil"
                 )
 
-    def _log(self, trainer: TrainerView, key: str) -> None:
+    def _log(self, trainer: Trainer, key: str) -> None:
         if trainer.global_step % trainer.log_every_n_steps:
             return
         from trainkit.accelerators import CPUAccelerator, CUDAAccelerator
@@ -61,13 +61,13 @@ class DeviceStatsMonitor(Callback):
         trainer.log_to_loggers(numbers, trainer.global_step)
 
     def on_train_batch_start(
-        self, trainer: TrainerView, pl_module: TrainModule, batch: Any, batch_idx: int
+        self, trainer: Trainer, pl_module: TrainModule, batch: Any, batch_idx: int
     ) -> None:
         self._log(trainer, "on_train_batch_start")
 
     def on_train_batch_end(
         self,
-        trainer: TrainerView,
+        trainer: Trainer,
         pl_module: TrainModule,
         outputs: STEP_OUTPUT,
         batch: Any,

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainkit.callbacks.base import Callback
-from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.errors import ConfigError, MisconfigurationError
 from trainkit.metrics import closest_key_hint
 
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
+    from trainkit.trainer.trainer import Trainer
 
 
 class EarlyStoppingReason(Enum):
@@ -98,22 +98,22 @@ class EarlyStopping(Callback):
             return ""
         return f"{self.stopping_reason.name.lower()}: {self.stopping_reason_message}"
 
-    def setup(self, trainer: TrainerView, module: TrainModule, stage: str) -> None:
+    def setup(self, trainer: Trainer, module: TrainModule, stage: str) -> None:
         if self._check_on_train_epoch_end is None:
             self._check_on_train_epoch_end = (
                 trainer.val_check_interval == 1.0 and trainer.check_val_every_n_epoch == 1
             )
 
-    def on_train_epoch_end(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_train_epoch_end(self, trainer: Trainer, module: TrainModule) -> None:
         if self._check_on_train_epoch_end and not trainer.sanity_checking:
             self._run_check(trainer)
 
-    def on_validation_end(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_validation_end(self, trainer: Trainer, module: TrainModule) -> None:
         if self._check_on_train_epoch_end or trainer.sanity_checking or trainer.state.fn != "fit":
             return
         self._run_check(trainer)
 
-    def _run_check(self, trainer: TrainerView) -> None:
+    def _run_check(self, trainer: Trainer) -> None:
         if trainer.fast_dev_run:
             return
         metrics = trainer.callback_metrics
@@ -184,7 +184,7 @@ class EarlyStopping(Callback):
             )
         return f"Metric {self.monitor} improved. New best score: {current:.3f}"
 
-    def _log(self, trainer: TrainerView, message: str) -> None:
+    def _log(self, trainer: Trainer, message: str) -> None:
         rank = trainer.global_rank
         if self.log_rank_zero_only and rank != 0:
             return

@@ -12,12 +12,12 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from trainkit.callbacks.base import Callback
-from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.distributed.comm import rank_zero_info
 from trainkit.errors import MisconfigurationError
 
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
+    from trainkit.trainer.trainer import Trainer
 
 Modules = nn.Module | Iterable[nn.Module | Iterable]
 
@@ -135,7 +135,7 @@ class BaseFinetuning(Callback):
             optimizer.add_param_group({"params": params, "lr": group_lr})
 
     # ---- hooks -----------------------------------------------------------------------------------
-    def setup(self, trainer: TrainerView, pl_module: TrainModule, stage: str) -> None:
+    def setup(self, trainer: Trainer, pl_module: TrainModule, stage: str) -> None:
         self.freeze_before_training(pl_module)
         if not trainer.strategy.supports_param_group_changes:
             raise MisconfigurationError(
@@ -145,18 +145,18 @@ class BaseFinetuning(Callback):
             )
 
     def on_load_checkpoint(
-        self, trainer: TrainerView, pl_module: TrainModule, checkpoint: dict[str, Any]
+        self, trainer: Trainer, pl_module: TrainModule, checkpoint: dict[str, Any]
     ) -> None:
         state = checkpoint.get("callbacks", {}).get(self.state_key)
         if state is not None and trainer.optimizers:  # before the optimizer states load
             self.load_state_dict(state)
             self._restore(trainer, pl_module)
 
-    def on_fit_start(self, trainer: TrainerView, pl_module: TrainModule) -> None:
+    def on_fit_start(self, trainer: Trainer, pl_module: TrainModule) -> None:
         if self._restarting:
             self._restore(trainer, pl_module)
 
-    def on_train_epoch_start(self, trainer: TrainerView, pl_module: TrainModule) -> None:
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: TrainModule) -> None:
         for index, optimizer in enumerate(trainer.optimizers):
             before = len(optimizer.param_groups)
             self.finetune_function(pl_module, trainer.current_epoch, optimizer)
@@ -164,7 +164,7 @@ class BaseFinetuning(Callback):
 
     # ---- state -----------------------------------------------------------------------------------
     def on_save_checkpoint(
-        self, trainer: TrainerView, pl_module: TrainModule, checkpoint: dict[str, Any]
+        self, trainer: Trainer, pl_module: TrainModule, checkpoint: dict[str, Any]
     ) -> None:
         state = checkpoint.get("callbacks", {}).get(self.state_key)
         if state is not None:  # which parameters train now, and which BatchNorms track
@@ -198,7 +198,7 @@ class BaseFinetuning(Callback):
         elif len(groups) != before:
             stored.extend(_by_name(groups[before:], names.__getitem__))
 
-    def _restore(self, trainer: TrainerView, pl_module: nn.Module) -> None:
+    def _restore(self, trainer: Trainer, pl_module: nn.Module) -> None:
         """Rebuild the recorded parameter groups and trainable flags of a resumed fit."""
         params = dict(pl_module.named_parameters())
         for index, optimizer in enumerate(trainer.optimizers):
@@ -281,7 +281,7 @@ class BackboneFinetuning(BaseFinetuning):
         self.previous_backbone_lr = state_dict.get("previous_backbone_lr")
         super().load_state_dict(state_dict)
 
-    def on_fit_start(self, trainer: TrainerView, pl_module: TrainModule) -> None:
+    def on_fit_start(self, trainer: Trainer, pl_module: TrainModule) -> None:
         if not isinstance(getattr(pl_module, "backbone", None), nn.Module):
             raise MisconfigurationError(
                 f"BackboneFinetuning needs a module attribute `backbone` (an nn.Module); "

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from trainkit.callbacks.base import Callback
-from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.errors import ConfigError, MisconfigurationError
 
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
+    from trainkit.trainer.trainer import Trainer
 
 
 class GradientAccumulationScheduler(Callback):
@@ -47,7 +47,7 @@ class GradientAccumulationScheduler(Callback):
         started = [start for start in self.epochs if start <= epoch]
         return self.scheduling[started[-1]] if started else 1
 
-    def on_train_start(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_train_start(self, trainer: Trainer, module: TrainModule) -> None:
         if not module.automatic_optimization:
             raise MisconfigurationError(
                 "GradientAccumulationScheduler works with automatic optimization only; remove "
@@ -61,6 +61,6 @@ class GradientAccumulationScheduler(Callback):
                 "remove accumulate_grad_batches from the Trainer or remove the callback",
             )
 
-    def on_train_epoch_start(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_train_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
         self._last_set = self.get_accumulate_grad_batches(trainer.current_epoch)
         trainer.accumulate_grad_batches = self._last_set

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import torch
 
 from trainkit.callbacks.base import Callback
-from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.errors import ConfigError, MisconfigurationError
 
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
+    from trainkit.trainer.trainer import Trainer
 
 
 class LearningRateMonitor(Callback):
@@ -44,7 +44,7 @@ class LearningRateMonitor(Callback):
         self.log_weight_decay = log_weight_decay
         self.lrs: dict[str, list[float]] = {}
 
-    def on_train_start(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_train_start(self, trainer: Trainer, module: TrainModule) -> None:
         if not trainer.loggers:
             raise MisconfigurationError(
                 "Cannot use `LearningRateMonitor` callback with `Trainer` that has no logger."
@@ -60,7 +60,7 @@ class LearningRateMonitor(Callback):
             )
 
     def on_train_batch_start(
-        self, trainer: TrainerView, module: TrainModule, batch: object, batch_idx: int
+        self, trainer: Trainer, module: TrainModule, batch: object, batch_idx: int
     ) -> None:
         # as Lightning: before the batch whose optimizer step is a multiple of
         # log_every_n_steps (or the last before a stop), at the steps taken so far
@@ -71,11 +71,11 @@ class LearningRateMonitor(Callback):
         ):
             self._log(trainer, "step" if self.logging_interval is None else "any")
 
-    def on_train_epoch_start(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_train_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
         if self.logging_interval != "step":
             self._log(trainer, "epoch" if self.logging_interval is None else "any")
 
-    def _log(self, trainer: TrainerView, interval: str) -> None:
+    def _log(self, trainer: Trainer, interval: str) -> None:
         stats = self.learning_rates(trainer, interval)
         if not stats:
             return
@@ -85,7 +85,7 @@ class LearningRateMonitor(Callback):
             {name: torch.tensor(float(value)) for name, value in stats.items()}
         )
 
-    def learning_rates(self, trainer: TrainerView, interval: str = "any") -> dict[str, float]:
+    def learning_rates(self, trainer: Trainer, interval: str = "any") -> dict[str, float]:
         """The rates (and momentum, weight decay) of the optimizers due at ``interval``
         ('step', 'epoch' or 'any'), by name."""
         scheduled = {id(c.scheduler.optimizer): c.interval for c in trainer.lr_scheduler_configs}

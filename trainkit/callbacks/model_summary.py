@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 from torch import nn
 
 from trainkit.callbacks.base import Callback
-from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.errors import ConfigError
 
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
+    from trainkit.trainer.trainer import Trainer
 
 COLUMNS = ("", "Name", "Type", "Params", "Mode")
 
@@ -101,7 +101,7 @@ class ModelSummary(Callback):
         self._max_depth = max_depth
         self._summarize_kwargs = summarize_kwargs
 
-    def on_fit_start(self, trainer: TrainerView, pl_module: TrainModule) -> None:
+    def on_fit_start(self, trainer: Trainer, pl_module: TrainModule) -> None:
         if not self._max_depth:
             return
         summary = summarize(pl_module, self._max_depth)

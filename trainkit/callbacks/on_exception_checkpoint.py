@@ -6,12 +6,12 @@ import os
 from typing import TYPE_CHECKING
 
 from trainkit.callbacks.base import Checkpoint
-from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.distributed.comm import rank_zero_info
 from trainkit.errors import ConfigError
 
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
+    from trainkit.trainer.trainer import Trainer
 
 
 class OnExceptionCheckpoint(Checkpoint):
@@ -37,9 +37,7 @@ class OnExceptionCheckpoint(Checkpoint):
         """Where the checkpoint is written."""
         return os.path.join(self.dirpath, self.filename + self.FILE_EXTENSION)
 
-    def on_exception(
-        self, trainer: TrainerView, module: TrainModule, exception: BaseException
-    ) -> None:
+    def on_exception(self, trainer: Trainer, module: TrainModule, exception: BaseException) -> None:
         if trainer.world_size > 1:  # the other ranks are not here to write their part
             rank_zero_info(
                 f"OnExceptionCheckpoint: no checkpoint after {type(exception).__name__}: a "

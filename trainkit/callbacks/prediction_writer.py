@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from trainkit.callbacks.base import Callback
+from trainkit.common.enums import LightningEnum
 from trainkit.errors import ConfigError
-from trainkit.utilities.enums import LightningEnum
 
 if TYPE_CHECKING:
-    from trainkit.callbacks.trainer_view import TrainerView
     from trainkit.module import TrainModule
+    from trainkit.trainer.trainer import Trainer
 
 
 class WriteInterval(LightningEnum):
@@ -52,7 +52,7 @@ class BasePredictionWriter(Callback):
 
     def write_on_batch_end(
         self,
-        trainer: TrainerView,
+        trainer: Trainer,
         pl_module: TrainModule,
         prediction: Any,
         batch_indices: Sequence[int] | None,
@@ -65,7 +65,7 @@ class BasePredictionWriter(Callback):
 
     def write_on_epoch_end(
         self,
-        trainer: TrainerView,
+        trainer: Trainer,
         pl_module: TrainModule,
         predictions: Sequence[Any],
         batch_indices: Sequence[Any],
@@ -76,7 +76,7 @@ class BasePredictionWriter(Callback):
 
     def on_predict_batch_end(
         self,
-        trainer: TrainerView,
+        trainer: Trainer,
         pl_module: TrainModule,
         outputs: Any,
         batch: Any,
@@ -89,7 +89,7 @@ class BasePredictionWriter(Callback):
                 trainer, pl_module, outputs, indices, batch, batch_idx, dataloader_idx
             )
 
-    def on_predict_epoch_end(self, trainer: TrainerView, pl_module: TrainModule) -> None:
+    def on_predict_epoch_end(self, trainer: Trainer, pl_module: TrainModule) -> None:
         if self.interval.on_epoch:
             loop = trainer.predict_loop
             self.write_on_epoch_end(trainer, pl_module, loop.predictions, loop.epoch_batch_indices)

@@ -1,19 +1,25 @@
 """ProgressBar: the base of progress bars, and trainkit's default one: rich bars on a terminal,
-one summary line per epoch otherwise; global rank 0 only."""
+otherwise (a log file) a line every 30 s during an epoch and one summary line per epoch;
+global rank 0 only."""
 
 from __future__ import annotations
 
 import importlib
 import math
+import os
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from trainkit.callbacks.base import Callback
-from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.metrics import to_float
 
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
+    from trainkit.trainer.trainer import Trainer
+
+
+PROGRESS_SECONDS_ENV = "TRAINKIT_PROGRESS_SECONDS"  # without bars: a line at most this often
+DEFAULT_LINE_EVERY_S = 30.0
 
 
 class Bars(Protocol):
@@ -36,18 +42,30 @@ class ProgressBar(Callback):
 
     order = 30  # runs after other callbacks, once epoch metrics are reduced
 
-    def __init__(self, refresh_rate: int = 10, force_rich: bool | None = None) -> None:
+    def __init__(
+        self,
+        refresh_rate: int = 10,
+        force_rich: bool | None = None,
+        line_every_s: float | None = None,
+    ) -> None:
         """
         Args:
             refresh_rate: Redraw every N batches (0: no bar).
-            force_rich: Draw rich bars (True) or print a line per epoch (False); None: rich
-                on a terminal only.
+            force_rich: Draw rich bars (True) or print lines (False); None: rich on a
+                terminal only.
+            line_every_s: Without bars (a log file, a SLURM output file): also print a line
+                during an epoch when this many seconds passed since the last one (0: a line
+                per epoch only); None: $TRAINKIT_PROGRESS_SECONDS, else 30.
         """
         self._refresh_rate = refresh_rate
         self.force_rich = force_rich
+        if line_every_s is None:
+            line_every_s = float(os.environ.get(PROGRESS_SECONDS_ENV) or DEFAULT_LINE_EVERY_S)
+        self.line_every_s = line_every_s
         self._enabled = True
         self._bars: Bars | None = None
         self._epoch_started = 0.0
+        self._last_line = 0.0
 
     # ---- the base API (Lightning's ProgressBar) --------------------------------------------------
     @property
@@ -70,9 +88,7 @@ class ProgressBar(Callback):
         """Hide the bar (ranks other than 0 are always disabled)."""
         self._enabled = False
 
-    def get_metrics(
-        self, trainer: TrainerView, pl_module: TrainModule
-    ) -> dict[str, int | str | float]:
+    def get_metrics(self, trainer: Trainer, pl_module: TrainModule) -> dict[str, int | str | float]:
         """What the bar shows: the ``prog_bar`` metrics, and ``v_num`` (the logger's version)."""
         metrics: dict[str, int | str | float] = {
             name: to_float(value) for name, value in trainer.progress_bar_metrics.items()
@@ -82,11 +98,11 @@ class ProgressBar(Callback):
             metrics["v_num"] = version[-4:] if isinstance(version, str) else version
         return metrics
 
-    def epoch_description(self, trainer: TrainerView) -> str:
+    def epoch_description(self, trainer: Trainer) -> str:
         """The label of the training bar."""
         return f"epoch {trainer.current_epoch}"
 
-    def metrics_text(self, trainer: TrainerView, pl_module: TrainModule) -> str:
+    def metrics_text(self, trainer: Trainer, pl_module: TrainModule) -> str:
         """The metrics beside the training bar."""
         return "  ".join(f"{k}={to_float(v):.4g}" for k, v in trainer.progress_bar_metrics.items())
 
@@ -102,7 +118,7 @@ class ProgressBar(Callback):
         return RichBars(leave=False)
 
     # ---- hooks -----------------------------------------------------------------------------------
-    def setup(self, trainer: TrainerView, module: TrainModule, stage: str) -> None:
+    def setup(self, trainer: Trainer, module: TrainModule, stage: str) -> None:
         if not trainer.is_global_zero:
             self.disable()
         if self.is_enabled and self._bars is None:
@@ -110,13 +126,13 @@ class ProgressBar(Callback):
             if self._bars is not None:
                 self._bars.start()
 
-    def teardown(self, trainer: TrainerView, module: TrainModule, stage: str) -> None:
+    def teardown(self, trainer: Trainer, module: TrainModule, stage: str) -> None:
         if self._bars is not None:
             self._bars.stop()
             self._bars = None
 
-    def on_train_epoch_start(self, trainer: TrainerView, module: TrainModule) -> None:
-        self._epoch_started = time.perf_counter()
+    def on_train_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
+        self._epoch_started = self._last_line = time.perf_counter()
         if self._bars is not None:
             self._bars.train_start(
                 self.epoch_description(trainer), _known(trainer.num_training_batches)
@@ -124,7 +140,7 @@ class ProgressBar(Callback):
 
     def on_train_batch_end(
         self,
-        trainer: TrainerView,
+        trainer: Trainer,
         module: TrainModule,
         outputs: object,
         batch: object,
@@ -132,8 +148,19 @@ class ProgressBar(Callback):
     ) -> None:
         if self._bars is not None and (batch_idx + 1) % self.refresh_rate == 0:
             self._bars.train_update(batch_idx + 1, self.metrics_text(trainer, module))
+        elif self._bars is None and self.is_enabled and self.line_every_s > 0:
+            now = time.perf_counter()
+            if now - self._last_line >= self.line_every_s:
+                self._last_line = now
+                total = _known(trainer.num_training_batches)
+                print(
+                    f"epoch {trainer.current_epoch}: batch {batch_idx + 1}"
+                    f"{f'/{total}' if total else ''}  step {trainer.global_step}  "
+                    f"{self.metrics_text(trainer, module)}  ({now - self._epoch_started:.1f}s)",
+                    flush=True,
+                )
 
-    def on_train_epoch_end(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_train_epoch_end(self, trainer: Trainer, module: TrainModule) -> None:
         if self._bars is not None:
             self._bars.train_update(
                 trainer.num_training_batches_seen, self.metrics_text(trainer, module)
@@ -146,11 +173,11 @@ class ProgressBar(Callback):
                 flush=True,
             )
 
-    def _eval_start(self, trainer: TrainerView, description: str) -> None:
+    def _eval_start(self, trainer: Trainer, description: str) -> None:
         if self._bars is not None:
             self._bars.eval_start(description, _known(trainer.num_eval_batches) or None)
 
-    def _eval_update(self, trainer: TrainerView, batch_idx: int) -> None:
+    def _eval_update(self, trainer: Trainer, batch_idx: int) -> None:
         if self._bars is not None and (batch_idx + 1) % self.refresh_rate == 0:
             self._bars.eval_update(batch_idx + 1, _known(trainer.num_eval_batches) or None)
 
@@ -158,13 +185,13 @@ class ProgressBar(Callback):
         if self._bars is not None:
             self._bars.eval_end()
 
-    def on_validation_epoch_start(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_validation_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
         self._eval_start(trainer, "Sanity Checking" if trainer.sanity_checking else "Validation")
 
     def on_validation_batch_end(
         self,
-        trainer: TrainerView,
-        module: TrainModule,
+        trainer: Trainer,
+        pl_module: TrainModule,
         outputs: object,
         batch: object,
         batch_idx: int,
@@ -172,25 +199,14 @@ class ProgressBar(Callback):
     ) -> None:
         self._eval_update(trainer, batch_idx)
 
-    def on_validation_epoch_end(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_validation_epoch_end(self, trainer: Trainer, pl_module: TrainModule) -> None:
         self._eval_end()
 
-    def on_test_epoch_start(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_test_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
         self._eval_start(trainer, "Testing")
 
-    def on_test_batch_end(
-        self,
-        trainer: TrainerView,
-        module: TrainModule,
-        outputs: object,
-        batch: object,
-        batch_idx: int,
-        dataloader_idx: int = 0,
-    ) -> None:
-        self._eval_update(trainer, batch_idx)
-
-    def on_test_epoch_end(self, trainer: TrainerView, module: TrainModule) -> None:
-        self._eval_end()
+    on_test_batch_end = on_validation_batch_end  # the same update and end, under test's names
+    on_test_epoch_end = on_validation_epoch_end
 
 
 def _known(total: int | float) -> int | None:

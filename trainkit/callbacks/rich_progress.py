@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from trainkit.callbacks.progress import Bars, ProgressBar
 from trainkit.callbacks.rich_bars import RichBars, RichProgressBarTheme
-from trainkit.callbacks.trainer_view import TrainerView
 
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
+    from trainkit.trainer.trainer import Trainer
 
 __all__ = ["RichProgressBar", "RichProgressBarTheme"]
 
@@ -40,13 +40,13 @@ class RichProgressBar(ProgressBar):
     def make_bars(self) -> Bars:
         return RichBars(self._leave, self.theme, self._console_kwargs)
 
-    def epoch_description(self, trainer: TrainerView) -> str:
+    def epoch_description(self, trainer: Trainer) -> str:
         epochs = trainer.max_epochs
         if epochs is None or epochs < 1 or math.isinf(epochs):
             return f"Epoch {trainer.current_epoch}"
         return f"Epoch {trainer.current_epoch}/{int(epochs) - 1}"
 
-    def metrics_text(self, trainer: TrainerView, pl_module: TrainModule) -> str:
+    def metrics_text(self, trainer: Trainer, pl_module: TrainModule) -> str:
         theme = self.theme
         return theme.metrics_text_delimiter.join(
             f"{name}: {value:{theme.metrics_format}}"

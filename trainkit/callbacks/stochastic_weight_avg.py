@@ -11,12 +11,12 @@ from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from trainkit.callbacks.base import Callback
-from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.distributed.comm import rank_zero_info
 from trainkit.errors import ConfigError, MisconfigurationError
 
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
+    from trainkit.trainer.trainer import Trainer
 
 # (averaged parameter, current parameter, models averaged so far) -> the new average
 AverageFn = Callable[[Tensor, Tensor, Tensor | int], Tensor]
@@ -108,7 +108,7 @@ class StochasticWeightAveraging(Callback):
         """The averaged copy of the module (None before fit)."""
         return None if self._average_model is None else self._average_model.module
 
-    def setup(self, trainer: TrainerView, pl_module: TrainModule, stage: str) -> None:
+    def setup(self, trainer: Trainer, pl_module: TrainModule, stage: str) -> None:
         if stage != "fit":
             return
         if trainer.strategy.shards_state:
@@ -125,7 +125,7 @@ class StochasticWeightAveraging(Callback):
         finally:
             pl_module.trainer = trainer
 
-    def on_fit_start(self, trainer: TrainerView, pl_module: TrainModule) -> None:
+    def on_fit_start(self, trainer: Trainer, pl_module: TrainModule) -> None:
         if len(trainer.optimizers) != 1:
             raise MisconfigurationError(
                 f"StochasticWeightAveraging works with 1 optimizer; found {len(trainer.optimizers)}"
@@ -151,7 +151,7 @@ class StochasticWeightAveraging(Callback):
         if self._scheduler_state is not None:  # the resumed SWALR replaces the module's scheduler
             trainer.lr_scheduler_configs.clear()
 
-    def on_train_epoch_start(self, trainer: TrainerView, pl_module: TrainModule) -> None:
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: TrainModule) -> None:
         epoch = trainer.current_epoch
         in_range = self.swa_start <= epoch <= self.swa_end
         if in_range and not self._initialized:
@@ -161,7 +161,7 @@ class StochasticWeightAveraging(Callback):
             self.n_averaged = int(self._average_model.n_averaged)
             self._latest_update_epoch = epoch
 
-    def _start_averaging(self, trainer: TrainerView, pl_module: TrainModule) -> None:
+    def _start_averaging(self, trainer: Trainer, pl_module: TrainModule) -> None:
         from torch.optim.swa_utils import SWALR
 
         from trainkit.optim import SchedulerConfig
@@ -191,7 +191,7 @@ class StochasticWeightAveraging(Callback):
         else:
             configs.append(config)
 
-    def on_train_end(self, trainer: TrainerView, pl_module: TrainModule) -> None:
+    def on_train_end(self, trainer: Trainer, pl_module: TrainModule) -> None:
         if self._initialized and trainer.current_epoch - 1 == self.swa_end:
             self.transfer_weights(self._average_model.module, pl_module)
             if any(isinstance(m, _BatchNorm) for m in pl_module.modules()):

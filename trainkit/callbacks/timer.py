@@ -8,12 +8,12 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from trainkit.callbacks.base import Callback
-from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.distributed.comm import rank_zero_info
 from trainkit.errors import ConfigError
 
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
+    from trainkit.trainer.trainer import Trainer
 
 STAGES = ("train", "sanity_check", "validate", "test", "predict")  # Lightning's RunningStage
 _DURATION = re.compile(r"(\d+):(\d\d):(\d\d):(\d\d)")
@@ -91,45 +91,45 @@ class Timer(Callback):
     def _end(self, stage: str) -> None:
         self._end_time[stage] = time.monotonic()
 
-    def on_train_start(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_train_start(self, trainer: Trainer, module: TrainModule) -> None:
         self._begin("train")
 
-    def on_train_end(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_train_end(self, trainer: Trainer, module: TrainModule) -> None:
         self._end("train")
 
-    def on_sanity_check_start(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_sanity_check_start(self, trainer: Trainer, module: TrainModule) -> None:
         self._begin("sanity_check")
 
-    def on_sanity_check_end(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_sanity_check_end(self, trainer: Trainer, module: TrainModule) -> None:
         self._end("sanity_check")
 
-    def on_validation_start(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_validation_start(self, trainer: Trainer, module: TrainModule) -> None:
         if not trainer.sanity_checking:
             self._begin("validate")
 
-    def on_validation_end(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_validation_end(self, trainer: Trainer, module: TrainModule) -> None:
         if not trainer.sanity_checking:
             self._end("validate")
 
-    def on_test_start(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_test_start(self, trainer: Trainer, module: TrainModule) -> None:
         self._begin("test")
 
-    def on_test_end(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_test_end(self, trainer: Trainer, module: TrainModule) -> None:
         self._end("test")
 
-    def on_predict_start(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_predict_start(self, trainer: Trainer, module: TrainModule) -> None:
         self._begin("predict")
 
-    def on_predict_end(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_predict_end(self, trainer: Trainer, module: TrainModule) -> None:
         self._end("predict")
 
-    def on_fit_start(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_fit_start(self, trainer: Trainer, module: TrainModule) -> None:
         if self._duration is not None:  # a resumed run may have no time left
             self._check_time_remaining(trainer, self._duration)
 
     def on_train_batch_end(
         self,
-        trainer: TrainerView,
+        trainer: Trainer,
         module: TrainModule,
         outputs: object,
         batch: object,
@@ -138,11 +138,11 @@ class Timer(Callback):
         if self._interval == "step" and self._duration is not None:
             self._check_time_remaining(trainer, self._duration)
 
-    def on_train_epoch_end(self, trainer: TrainerView, module: TrainModule) -> None:
+    def on_train_epoch_end(self, trainer: Trainer, module: TrainModule) -> None:
         if self._interval == "epoch" and self._duration is not None:
             self._check_time_remaining(trainer, self._duration)
 
-    def _check_time_remaining(self, trainer: TrainerView, duration: float) -> None:
+    def _check_time_remaining(self, trainer: Trainer, duration: float) -> None:
         should_stop = bool(trainer.strategy.broadcast(self.time_elapsed() >= duration))
         if not should_stop:
             return

@@ -7,10 +7,10 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from trainkit.callbacks.progress import Bars, ProgressBar
-from trainkit.callbacks.trainer_view import TrainerView
 
 if TYPE_CHECKING:
     from trainkit.module import TrainModule
+    from trainkit.trainer.trainer import Trainer
 
 
 class TqdmBars:
@@ -99,10 +99,10 @@ class TQDMProgressBar(ProgressBar):
     def make_bars(self) -> Bars:
         return TqdmBars(self._process_position, self._leave)
 
-    def epoch_description(self, trainer: TrainerView) -> str:
+    def epoch_description(self, trainer: Trainer) -> str:
         return f"Epoch {trainer.current_epoch}"
 
-    def metrics_text(self, trainer: TrainerView, pl_module: TrainModule) -> str:
+    def metrics_text(self, trainer: Trainer, pl_module: TrainModule) -> str:
         return ", ".join(
             f"{name}={value:.3g}"
             if isinstance(value, float) and math.isfinite(value)

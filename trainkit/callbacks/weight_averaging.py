@@ -12,13 +12,13 @@ import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_avg_fn
 
 from trainkit.callbacks.base import Callback
-from trainkit.callbacks.trainer_view import TrainerView
 from trainkit.distributed.comm import rank_zero_info
 from trainkit.errors import ConfigError
 
 if TYPE_CHECKING:
+    from trainkit.common.types import STEP_OUTPUT
     from trainkit.module import TrainModule
-    from trainkit.utilities.types import STEP_OUTPUT
+    from trainkit.trainer.trainer import Trainer
 
 AVERAGE_PREFIX = "module."  # how AveragedModel names the averaged module's entries
 
@@ -51,7 +51,7 @@ class WeightAveraging(Callback):
         end of epoch ``epoch_idx``; by default after every step."""
         return step_idx is not None
 
-    def setup(self, trainer: TrainerView, pl_module: TrainModule, stage: str) -> None:
+    def setup(self, trainer: Trainer, pl_module: TrainModule, stage: str) -> None:
         if stage != "fit":
             return
         if trainer.strategy.shards_state:
@@ -70,7 +70,7 @@ class WeightAveraging(Callback):
 
     def on_train_batch_end(
         self,
-        trainer: TrainerView,
+        trainer: Trainer,
         pl_module: TrainModule,
         outputs: STEP_OUTPUT,
         batch: Any,
@@ -81,20 +81,20 @@ class WeightAveraging(Callback):
             self._update(pl_module)
             self._latest_update_step = step
 
-    def on_train_epoch_end(self, trainer: TrainerView, pl_module: TrainModule) -> None:
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: TrainModule) -> None:
         epoch = trainer.current_epoch
         if epoch > self._latest_update_epoch and self.should_update(epoch_idx=epoch):
             self._update(pl_module)
             self._latest_update_epoch = epoch
 
-    def on_train_end(self, trainer: TrainerView, pl_module: TrainModule) -> None:
+    def on_train_end(self, trainer: Trainer, pl_module: TrainModule) -> None:
         for average, current in self._pairs(pl_module):
             current.data.copy_(average.data)
 
-    def on_validation_epoch_start(self, trainer: TrainerView, pl_module: TrainModule) -> None:
+    def on_validation_epoch_start(self, trainer: Trainer, pl_module: TrainModule) -> None:
         self._swap(pl_module)
 
-    def on_validation_epoch_end(self, trainer: TrainerView, pl_module: TrainModule) -> None:
+    def on_validation_epoch_end(self, trainer: Trainer, pl_module: TrainModule) -> None:
         self._swap(pl_module)
 
     def state_dict(self) -> dict[str, Any]:
@@ -104,7 +104,7 @@ class WeightAveraging(Callback):
         self._latest_update_step = state_dict["latest_update_step"]
 
     def on_save_checkpoint(
-        self, trainer: TrainerView, pl_module: TrainModule, checkpoint: dict[str, Any]
+        self, trainer: Trainer, pl_module: TrainModule, checkpoint: dict[str, Any]
     ) -> None:
         """The averaged weights become ``state_dict``; the trained ones go to
         ``current_model_state``, the averaging counters to ``averaging_state``."""
@@ -123,7 +123,7 @@ class WeightAveraging(Callback):
         }
 
     def on_load_checkpoint(
-        self, trainer: TrainerView, pl_module: TrainModule, checkpoint: dict[str, Any]
+        self, trainer: Trainer, pl_module: TrainModule, checkpoint: dict[str, Any]
     ) -> None:
         """Resume: the average from ``state_dict``, the module's own weights from
         ``current_model_state`` (a checkpoint made without averaging starts both from its weights)."""

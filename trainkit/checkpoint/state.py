@@ -38,7 +38,7 @@ def dump(state: RunState, weights_only: bool = False) -> dict[str, Any]:
     loops = position.state_dict()
     checkpoint: dict[str, Any] = {
         "format": CHECKPOINT_FORMAT,
-        "epoch": loops["epoch"],
+        "epoch": position.current_epoch,  # Lightning's count; "loops" has the epoch to resume
         "global_step": loops.pop("global_step"),  # top level, where Lightning keeps it
         "loops": loops,
         "state_dict": strategy.module_state_dict(module),
@@ -48,26 +48,31 @@ def dump(state: RunState, weights_only: bool = False) -> dict[str, Any]:
         "rng_states": strategy.all_gather_object(collect_rng_states()),
         "epoch_start_rng_states": strategy.all_gather_object(state.epoch_start_rng),
         # only the callbacks with a state, as Lightning (so load_state_dict meets a saved one)
-        "callbacks": {cb.state_key: kept for cb in state.callbacks if (kept := cb.state_dict())},
+        "callbacks": {
+            cb.state_key: kept for cb in state.given.callbacks if (kept := cb.state_dict())
+        },
         "hyper_parameters": plain_hparams(module.hparams),
         "world_size": strategy.world_size,
-        "train_batch_size": getattr(state.train_loader, "batch_size", None),  # per rank
+        "train_batch_size": getattr(state.given.train_loader, "batch_size", None),  # per rank
         "precision": strategy.precision,
         "config": state.cli_config,
         "optimizer_classes": optimizer_classes(state),
         # requeued attempts in a row that stopped before a step (a requeue bound reads it)
         "stalled_attempts": state.stop.stalled_now(position.global_step, requeue_min_steps()),
     }
+    if module.hparams:  # as Lightning's: the name its hyperparameters are saved under
+        checkpoint["hparams_name"] = "kwargs"
     train_store = state.metrics.train_store
     if position.fitting and position.phase == "batches" and train_store is not None:
         # the epoch's metrics so far, so the resumed epoch logs the same means
         checkpoint["epoch_metrics_so_far"] = strategy.all_gather_object(
             train_store.partial_epoch_state()
         )
-    if state.datamodule is not None:
-        key = state.datamodule.CHECKPOINT_HYPER_PARAMS_KEY  # 'datamodule_hyper_parameters'
-        checkpoint[key] = plain_hparams(state.datamodule.hparams)
-        datamodule_state = state.datamodule.state_dict()
+    datamodule = state.given.datamodule
+    if datamodule is not None:
+        key = datamodule.CHECKPOINT_HYPER_PARAMS_KEY  # 'datamodule_hyper_parameters'
+        checkpoint[key] = plain_hparams(datamodule.hparams)
+        datamodule_state = datamodule.state_dict()
         if datamodule_state:
             checkpoint["datamodule_state"] = datamodule_state
     if weights_only:
@@ -165,11 +170,11 @@ def restore(state: RunState, path: str, full: bool, weights_only: bool = True) -
     for config, scheduler_state in zip(state.lr_scheduler_configs, checkpoint["lr_schedulers"]):
         config.scheduler.load_state_dict(scheduler_state)
     state.precision.load_state_dict(checkpoint["precision_scaler"])
-    for callback in state.callbacks:
+    for callback in state.given.callbacks:
         if callback.state_key in checkpoint["callbacks"]:
             callback.load_state_dict(checkpoint["callbacks"][callback.state_key])
-    if state.datamodule is not None and "datamodule_state" in checkpoint:
-        state.datamodule.load_state_dict(checkpoint["datamodule_state"])
+    if state.given.datamodule is not None and "datamodule_state" in checkpoint:
+        state.given.datamodule.load_state_dict(checkpoint["datamodule_state"])
     skip = state.position.load_state_dict(
         {"global_step": checkpoint["global_step"], **checkpoint["loops"]}
     )
@@ -212,7 +217,7 @@ def current_settings(state: RunState) -> RunSettings:
     return run_settings(
         state.cli_config,
         state.require_module(),
-        state.datamodule,
+        state.given.datamodule,
         state.strategy.precision,
         state.strategy.world_size,
         optimizer_classes(state),
@@ -238,7 +243,7 @@ def changed_world(checkpoint: dict[str, Any], skip: int, state: RunState) -> Wor
     world_size = state.strategy.world_size
     if saved is None or saved == world_size:
         return None
-    batch_size = getattr(state.train_loader, "batch_size", None)
+    batch_size = getattr(state.given.train_loader, "batch_size", None)
     return world_change(saved, checkpoint.get("train_batch_size"), skip, world_size, batch_size)
 
 

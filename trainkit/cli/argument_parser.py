@@ -18,6 +18,25 @@ from trainkit.trainer.trainer import Trainer
 
 SectionClasses = type | tuple[type, ...]
 
+# --help's group titles for the sections trainkit adds (jsonargparse takes a class docstring's
+# first line, or the repr of a tuple of classes)
+SECTION_TITLES = {
+    "trainer": "trainer: the Trainer's arguments (Lightning's names)",
+    "model": "model: your TrainModule subclass, by class_path, with its init_args",
+    "data": "data: your DataModule subclass, by class_path, with its init_args",
+    "optimizer": "optimizer: a torch.optim class and its init_args (replaces the model's "
+    "configure_optimizers)",
+    "lr_scheduler": "lr_scheduler: a torch.optim.lr_scheduler class and its init_args (needs an "
+    "optimizer section)",
+}
+# help of the arguments of the Trainer's stage methods that their docstrings do not describe
+METHOD_ARGUMENT_HELP = {
+    "ckpt_path": "The checkpoint to start from: 'last' (the run that trained furthest under "
+    "default_root_dir; none there: start fresh), 'best', or a file path.",
+    "weights_only": "Load the checkpoint with torch.load(weights_only=True) (only tensors and "
+    "plain types); null: the Trainer's checkpoint_weights_only.",
+}
+
 
 class LightningArgumentParser(ArgumentParser):
     """A config parser (YAML files, ``--section.key`` options, omegaconf interpolation) that
@@ -101,6 +120,30 @@ class LightningArgumentParser(ArgumentParser):
         self._add_section(lr_scheduler_class, nested_key, "optimizer")
         self.lr_scheduler_keys[nested_key] = (lr_scheduler_class, link_to)
 
+    def add_method_arguments(self, *args: Any, **kwargs: Any) -> list[str]:
+        """jsonargparse's, with help for the arguments the method's docstring leaves bare."""
+        added = super().add_method_arguments(*args, **kwargs)
+        for action in self._actions:
+            if action.help is None and action.dest in METHOD_ARGUMENT_HELP:
+                action.help = METHOD_ARGUMENT_HELP[action.dest]
+        return added
+
+    def format_help(self) -> str:
+        """``--help``, with plain group titles: the section's name and what goes in it."""
+        for key, group in (self.groups or {}).items():
+            section = key == "trainer" or any(  # the section, not one class's own --KEY.help
+                f"--{key}.help" in action.option_strings for action in self._actions
+            )
+            title = SECTION_TITLES.get(key) if section else None
+            group.title = title or _plain_title(key, group.title)
+        for action in self._actions:
+            if action.dest == "trainer.dry_run":
+                action.help = (
+                    "The same as --dry_run, as the Trainer's argument (trainer: {dry_run: "
+                    "true} in a config, Trainer(dry_run=True) in Python)."
+                )
+        return super().format_help()
+
     def _add_section(self, classes: SectionClasses, nested_key: str, first: str) -> None:
         options: dict[str, Any] = {"instantiate": False, "fail_untyped": False, "skip": {first}}
         if isinstance(classes, tuple):
@@ -115,3 +158,13 @@ def _check_classes(
     for cls in classes if isinstance(classes, tuple) else (classes,):
         if not (isinstance(cls, type) and issubclass(cls, bases)):
             raise ConfigError(f"{key} class", cls, expected, "pass the class itself")
+
+
+def _plain_title(key: str, title: str | None) -> str:
+    """A group title without RST markup (````x````) or a Python repr of classes."""
+    import re
+
+    if not title or "<class '" in title:
+        return f"{key}:"
+    text = re.sub(r"``([^`]*)``", r"\1", title).rstrip(";:, ")
+    return text if text.startswith(f"{key}:") else f"{key}: {text}"

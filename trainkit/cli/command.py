@@ -18,9 +18,11 @@ from trainkit.cli.argv import (
     print_help_with_classes,
     top_help,
     typed_device_options,
+    wants_help,
 )
 from trainkit.cli.failures import fail
 from trainkit.cli.lightning import ArgsType, LightningCLI
+from trainkit.cli.subcommands import SUBCOMMANDS
 
 if TYPE_CHECKING:
     from jsonargparse import Namespace
@@ -44,8 +46,28 @@ __all__ = [
 ]
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Console entry point; exits 75 (EX_TEMPFAIL) when a stop signal preempted fit."""
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: run ``trainkit ARGV`` and return the exit code (0; 2 for bad input;
+    1 for an error in the user's code; 75, EX_TEMPFAIL, when a stop signal preempted fit).
+    ``sys.exit(main())`` is the console script; tests call ``main([...])`` in-process."""
+    try:
+        _run(argv)
+    except SystemExit as stop:  # fail(), --help, a launcher's ranks' code: its code, returned
+        return exit_code(stop.code)
+    return 0
+
+
+def exit_code(code: object) -> int:
+    """The process exit code ``SystemExit(code)`` stands for (a message: printed, then 1)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr, flush=True)
+    return 1
+
+
+def _run(argv: list[str] | None) -> None:
     from trainkit.distributed.signals import PREEMPTED_EXIT_CODE, hold_stop_signals
 
     fitting = (sys.argv[1:] if argv is None else argv)[:1] == ["fit"]
@@ -54,6 +76,14 @@ def main(argv: list[str] | None = None) -> None:
     from trainkit.cli.quiet_warnings import show_each_warning_once
 
     show_each_warning_once()
+    from trainkit.cli.rank_prefix import prefix_rank_output
+
+    prefix_rank_output()  # TRAINKIT_RANK_PREFIX=1: each rank's lines start with [rank R]
+    args = sys.argv[1:] if argv is None else argv
+    if not wants_help(args) and any(arg in SUBCOMMANDS for arg in args):
+        from trainkit.distributed.rank_env import share_threads_in_one_process
+
+        share_threads_in_one_process(os.environ)  # before the user's code sets its own
     # a stop signal is kept for fit to save; once saved, later ones are ignored until the exit
     with hold_stop_signals(until_exit=True) if fitting else contextlib.nullcontext():
         cli = TrainkitCLI(args=argv)

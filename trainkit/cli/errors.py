@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -56,6 +57,13 @@ def summarize(message: str, help_hint: str) -> str:
     missing = _MISSING_FILE.search(message)
     if missing:
         return f"{key or 'config'} file {missing.group(1)!r} does not exist; expected a readable YAML file; {help_hint}"
+    stray = _stray_keys(value)
+    if stray and key:
+        return (
+            f"{key} key{'s' if len(stray) > 1 else ''} {', '.join(map(repr, stray))} beside "
+            "class_path and init_args; expected init arguments inside init_args; indent "
+            f"{' and '.join(stray)} under {key}.init_args"
+        )
     subtype = _SUBTYPE.search(message)
     if subtype and "." in subtype.group(1) and len(keys) <= 1 and value is not None:
         base = subtype.group(1).rsplit(".", 1)[-1]
@@ -75,6 +83,25 @@ def summarize(message: str, help_hint: str) -> str:
     if len(text) > 300:
         text = text[:297] + "..."
     return f"{text}; {help_hint}"
+
+
+_CLASS_KEYS = ("class_path", "init_args", "dict_kwargs", "__path__")
+
+
+def _stray_keys(value: str | None) -> list[str]:
+    """The keys of a printed ``{'class_path': ..., ...}`` section that are none of a class
+    section's own (a key indented beside init_args instead of under it)."""
+    import ast
+
+    if not value or not value.startswith("{") or "'class_path'" not in value:
+        return []
+    try:
+        section = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return []
+    if not isinstance(section, dict) or "class_path" not in section:
+        return []
+    return [str(name) for name in section if name not in _CLASS_KEYS]
 
 
 _NO_MODULE = re.compile(r"No module named '([^']+)'")
@@ -149,21 +176,29 @@ _UNRECOGNIZED = re.compile(r"[Uu]nrecognized arguments: (.+)")
 _UNKNOWN_KEYS = re.compile(r"does not accept options? (.+)")  # keys in a config file
 
 
-def unknown_options(message: str, defaults: Namespace, help_hint: str) -> str | None:
+def unknown_options(
+    message: str, defaults: Namespace, help_hint: str, argv: list[str] | None = None
+) -> str | None:
     """For options the parser does not know: the closest known one (options are never
-    abbreviated, so ``--trainer.max_epoch`` is a typo, not a prefix); None for other errors."""
+    abbreviated, so ``--trainer.max_epoch`` is a typo, not a prefix); None for other errors.
+    Unknown keys of the ``-c`` files in ``argv`` are named all at once (the parser stops at
+    the first)."""
     import difflib
 
     in_config = _UNKNOWN_KEYS.search(message)
     if in_config:
-        keys = re.findall(r"'([^']+)'", in_config.group(1))
         known_keys = list(defaults.keys())
-        close = [difflib.get_close_matches(key, known_keys, n=1, cutoff=0.75) for key in keys]
-        meant = [f"{match[0]!r}" for match in close if match]
+        keys = re.findall(r"'([^']+)'", in_config.group(1))
+        keys = list(dict.fromkeys([*keys, *unknown_config_keys(argv or [], known_keys)]))
+        close = {key: difflib.get_close_matches(key, known_keys, n=1, cutoff=0.75) for key in keys}
+        if len(keys) == 1:
+            meant = [f"{match[0]!r}" for match in close.values() if match]
+        else:
+            meant = [f"{match[0]!r} for {key!r}" for key, match in close.items() if match]
         return (
             f"config key{'s' if len(keys) > 1 else ''} {', '.join(map(repr, keys))} unknown; "
             f"expected one listed by {help_hint.removeprefix('see ')}"
-            + (f"; did you mean {' and '.join(meant)}?" if meant else "")
+            + (f"; did you mean {', '.join(meant)}?" if meant else "")
         )
     found = _UNRECOGNIZED.search(message)
     if not found:
@@ -182,6 +217,60 @@ def unknown_options(message: str, defaults: Namespace, help_hint: str) -> str | 
         f"unrecognized arguments: option {given!r} is unknown; expected one listed by "
         f"{help_hint.removeprefix('see ')}; {suggestion}(options are never abbreviated)"
     )
+
+
+def also_unknown(argv: list[str], defaults: Namespace) -> str:
+    """``; also unknown config keys ...`` with their closest known keys, for a line about
+    another mistake of the same config (each mistake of a config found in one run), or ""."""
+    import difflib
+
+    known = list(defaults.keys())
+    keys = unknown_config_keys(argv, known)
+    if not keys:
+        return ""
+    meant = [
+        f"{match[0]!r} for {key!r}"
+        for key in keys
+        if (match := difflib.get_close_matches(key, known, n=1, cutoff=0.75))
+    ]
+    return f"; also unknown config keys {', '.join(map(repr, keys))}" + (
+        f" (did you mean {', '.join(meant)}?)" if meant else ""
+    )
+
+
+def unknown_config_keys(argv: list[str], known: list[str]) -> list[str]:
+    """The dotted keys of the ``-c`` files in ``argv`` that no known key is or holds
+    (``trainer.max_epoch``; ``model.init_args.x`` belongs to the class, so it is not read)."""
+    import itertools
+    from pathlib import Path
+
+    import yaml
+
+    known_set = set(known)
+
+    def walk(node: object, prefix: str) -> list[str]:
+        if not isinstance(node, dict):
+            return []
+        found: list[str] = []
+        for name, value in node.items():
+            key = f"{prefix}{name}"
+            if key in known_set:
+                continue
+            if any(k.startswith(f"{key}.") for k in known_set):
+                found += walk(value, f"{key}.")
+            else:
+                found.append(key)
+        return found
+
+    unknown: list[str] = []
+    for flag, value in itertools.pairwise(argv):
+        if flag not in ("-c", "--config"):
+            continue
+        try:
+            unknown += walk(yaml.safe_load(Path(value).read_text(encoding="utf-8")), "")
+        except (OSError, ValueError, yaml.YAMLError):
+            continue
+    return unknown
 
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
@@ -235,9 +324,24 @@ def exception_chain(error: BaseException) -> list[BaseException]:
     return chain
 
 
-def raised_in_init(error: BaseException, message: str) -> str | None:
-    """When a model or data ``__init__`` raised on the values it was given: the section and
-    the class's own message (the root cause jsonargparse wrapped), else None."""
+@dataclass(frozen=True)
+class InitFailure:
+    """A model/data class that raised while it was built from the config: its section, class
+    path, the arguments it got, and the exception it raised (the root of jsonargparse's wrap)."""
+
+    section: str
+    path: str
+    arguments: str
+    error: BaseException
+
+    @property
+    def call(self) -> str:
+        return f"{self.section} {self.path}({self.arguments})"
+
+
+def raised_in_init(error: BaseException, message: str) -> InitFailure | None:
+    """When a model or data ``__init__`` raised on the values it was given: what raised it
+    (the root cause jsonargparse wrapped), else None."""
     root = exception_chain(error)[-1]
     if root is error:
         return None
@@ -251,14 +355,21 @@ def raised_in_init(error: BaseException, message: str) -> str | None:
     if given is None:
         return None
     path, arguments = given.groups()
-    section = _section_of(path)
+    return InitFailure(_section_of(path), path, arguments or "", root)
+
+
+def rejected_value(failure: InitFailure, where: str) -> str:
+    """One line for a class that refused the values it was given (a ValueError its own
+    ``__init__`` raised, or a library class's check): the class's message and where it is."""
+    root = failure.error
+    at = f" ({where})" if where else ""
     return (
-        f"{section} {path}({arguments}) was rejected by the class: {type(root).__name__}: "
-        f"{root}; expected values {path.rpartition('.')[2]} accepts; change {section}.init_args"
+        f"{failure.call} was rejected by the class{at}: {type(root).__name__}: {root}; expected "
+        f"values {failure.path.rpartition('.')[2]} accepts; change {failure.section}.init_args"
     )
 
 
-_GIVEN_CLASS = re.compile(r"Namespace\(class_path='([^']+)', init_args=Namespace\(([^)]*)\)")
+_GIVEN_CLASS = re.compile(r"Namespace\(class_path='([^']+)'(?:, init_args=Namespace\(([^)]*)\))?")
 
 
 def _section_of(path: str) -> str:

@@ -15,9 +15,30 @@ if TYPE_CHECKING:
 
 
 def fail(message: str, prog: str = "trainkit") -> None:
-    """Bad input: one line on stderr, exit code 2, no traceback."""
-    print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
+    """Bad input: one line on stderr, exit code 2, no traceback. Under an external launcher
+    (torchrun, srun, mpirun), where every rank reads the same input, global rank 0 says it."""
+    if says_it():
+        print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
     raise SystemExit(2)
+
+
+def says_it() -> bool:
+    """Whether this process prints a bad-input line: not a rank other than 0 of an external
+    launcher, whose ranks all read the same input (trainkit's own launcher shows each rank's
+    failure itself); a rank whose own launch variables are wrong says so itself."""
+    import os
+
+    from trainkit.distributed.environments import detect_environment
+    from trainkit.distributed.signals import LAUNCHED_ENV
+    from trainkit.errors import ConfigError
+
+    if LAUNCHED_ENV in os.environ:
+        return True
+    try:
+        cluster = detect_environment()
+    except ConfigError:
+        return True
+    return not cluster.creates_processes_externally or cluster.global_rank == 0
 
 
 def config_error_inside(error: BaseException) -> BaseException | None:
@@ -78,7 +99,7 @@ def one_line_parse_errors(
     try:
         yield
     except ArgumentError as err:
-        from trainkit.cli.errors import summarize, unknown_options
+        from trainkit.cli.errors import also_unknown, summarize, unknown_options
         from trainkit.cli.user_code import import_failure, missing_dependency, report_user_error
 
         failure = import_failure(str(err))  # the user's module raised while it was imported
@@ -88,11 +109,25 @@ def one_line_parse_errors(
                 report_user_error(failure, prog)
             fail(one_line, prog)
         known = parser()
-        unknown = unknown_options(str(err), known.get_defaults(), hint) if known else None
+        defaults = known.get_defaults() if known else None
+        unknown = unknown_options(str(err), defaults, hint, argv) if defaults else None
         broken = invalid_yaml_file(argv) if "Problems parsing config" in str(err) else None
-        fail(unknown or broken or summarize(str(err), hint), prog)
+        others = also_unknown(argv, defaults) if defaults and not (unknown or broken) else ""
+        fail(unknown or broken or summarize(str(err), hint) + others, prog)
     except ConfigError as err:
         fail(str(err), prog)
+    except SystemExit as stop:  # an argparse of the user's module, run as trainkit imported it
+        from trainkit.cli.user_code import users_argparse
+
+        where = users_argparse(stop)
+        if where is None or stop.code in (0, None):
+            raise
+        fail(
+            f"the usage and error lines above come from your file's argparse, not trainkit: "
+            f"{where} calls parse_args() when trainkit imports it; expected no argument "
+            'parsing at import; move parse_args() under if __name__ == "__main__":',
+            prog,
+        )
     except UnicodeDecodeError as err:
         fail(
             f"config file {undecodable_file(argv)!r} is not UTF-8 text (byte "
@@ -108,16 +143,18 @@ def one_line_parse_errors(
             prog,
         )
     except ValueError as err:  # jsonargparse wraps what a class's __init__ rejected
-        from trainkit.cli.errors import raised_in_init
+        from trainkit.cli.errors import raised_in_init, rejected_value
+        from trainkit.cli.user_code import raised_by_its_code, report_init_error, where_it_failed
 
         inner = config_error_inside(err)
-        rejected = raised_in_init(err, str(err)) if inner is None else None
         if inner is not None:
             fail(str(inner), prog)
-        elif rejected is not None:
-            fail(rejected, prog)
-        else:
+        failure = raised_in_init(err, str(err))
+        if failure is None:
             raise
+        if raised_by_its_code(failure):  # a KeyError, a missing super().__init__(), a .cuda()
+            report_init_error(failure, prog)
+        fail(rejected_value(failure, where_it_failed(failure.error)), prog)
 
 
 @contextlib.contextmanager

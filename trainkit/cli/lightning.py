@@ -19,7 +19,7 @@ from trainkit.cli.failures import dry_run_errors, one_line_parse_errors, one_lin
 from trainkit.cli.import_policy import apply_import_policy
 from trainkit.cli.input_limits import check_config_inputs
 from trainkit.cli.lightning_config import write_logger_save_dirs
-from trainkit.cli.lightning_parsing import CLIParserSetup, trainkit_trainer
+from trainkit.cli.lightning_parsing import CLIOptions, CLIParserSetup, trainkit_trainer
 from trainkit.cli.run_options import DRY_RUN
 from trainkit.cli.save_config import SaveConfigCallback
 from trainkit.cycle_collector import rare_collections
@@ -78,19 +78,21 @@ class LightningCLI(CLIParserSetup):
         """
         with rare_collections():  # start-up: torch and the classes import, the objects build
             self.configure_options(
-                model_class,
-                datamodule_class,
-                save_config_callback,
-                save_config_kwargs,
-                trainer_class,
-                trainer_defaults,
-                seed_everything_default,
-                parser_kwargs,
-                parser_class,
-                subclass_mode_model,
-                subclass_mode_data,
-                auto_configure_optimizers,
-                load_from_checkpoint_support,
+                CLIOptions(
+                    model_class=model_class,
+                    datamodule_class=datamodule_class,
+                    save_config_callback=save_config_callback,
+                    save_config_kwargs=save_config_kwargs,
+                    trainer_class=trainer_class,
+                    trainer_defaults=trainer_defaults,
+                    seed_everything_default=seed_everything_default,
+                    parser_kwargs=parser_kwargs,
+                    parser_class=parser_class,
+                    subclass_mode_model=subclass_mode_model,
+                    subclass_mode_data=subclass_mode_data,
+                    auto_configure_optimizers=auto_configure_optimizers,
+                    load_from_checkpoint_support=load_from_checkpoint_support,
+                )
             )
             argv = (
                 None
@@ -129,7 +131,7 @@ class LightningCLI(CLIParserSetup):
         """A CLI whose objects are built from ``config``, parsed by one subcommand's parser
         (``subcommand_parser``); nothing runs."""
         cli = cls.__new__(cls)
-        cli.configure_options(**options)
+        cli.configure_options(CLIOptions(**options))
         cli.trainer_class = cli.trainer_class or trainkit_trainer()
         cli.subcommand, cli.parser, cli.config, cli.subcommand_parsers = None, parser, config, {}
         cli.set_seed()
@@ -255,7 +257,9 @@ class LightningCLI(CLIParserSetup):
         method = getattr(self, subcommand, getattr(self.trainer, subcommand))
         kwargs = self._prepare_subcommand_kwargs(subcommand)
         with one_line_run_errors(self.prog, also=(FileNotFoundError,)):
-            check_checkpoint(self.trainer, self.model, subcommand, kwargs.get("ckpt_path"))
+            check_checkpoint(
+                self.trainer, self.model, subcommand, kwargs.get("ckpt_path"), self.datamodule
+            )
         dry_run = bool(getattr(self.trainer, "dry_run", False))
         with one_line_run_errors(self.prog), dry_run_errors(self.prog, dry_run):
             self.result = method(**kwargs)

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     from trainkit.cli.argument_parser import LightningArgumentParser
 
-# the Trainer arguments Lightning's Trainer does not take (tests/compat/test_saved_config.py
+# the Trainer arguments Lightning's Trainer does not take (tests/integration/compat/test_saved_config.py
 # compares this with both signatures)
 TRAINER_ONLY = (
     "compile",

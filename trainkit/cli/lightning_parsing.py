@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -30,38 +31,43 @@ def program_name() -> str:
     return "trainkit" if name in ("__main__.py", "-c", "") else name
 
 
+@dataclass(frozen=True)
+class CLIOptions:
+    """What a ``LightningCLI`` is built with: its constructor's arguments but ``args`` and
+    ``run`` (described there)."""
+
+    model_class: type | Callable[..., Any] | None = None
+    datamodule_class: type | Callable[..., Any] | None = None
+    save_config_callback: type[SaveConfigCallback] | None = SaveConfigCallback
+    save_config_kwargs: dict[str, Any] | None = None
+    trainer_class: type | Callable[..., Any] | None = None
+    trainer_defaults: dict[str, Any] | None = None
+    seed_everything_default: bool | int = True
+    parser_kwargs: dict[str, Any] | None = None
+    parser_class: type | None = None
+    subclass_mode_model: bool = False
+    subclass_mode_data: bool = False
+    auto_configure_optimizers: bool = True
+    load_from_checkpoint_support: bool = True
+
+
 class CLIParserSetup:
     """The parser-building half of ``LightningCLI`` (Lightning's method names and hooks)."""
 
-    def configure_options(
-        self,
-        model_class: type | Callable[..., Any] | None = None,
-        datamodule_class: type | Callable[..., Any] | None = None,
-        save_config_callback: type[SaveConfigCallback] | None = SaveConfigCallback,
-        save_config_kwargs: dict[str, Any] | None = None,
-        trainer_class: type | Callable[..., Any] | None = None,
-        trainer_defaults: dict[str, Any] | None = None,
-        seed_everything_default: bool | int = True,
-        parser_kwargs: dict[str, Any] | None = None,
-        parser_class: type | None = None,
-        subclass_mode_model: bool = False,
-        subclass_mode_data: bool = False,
-        auto_configure_optimizers: bool = True,
-        load_from_checkpoint_support: bool = True,
-    ) -> None:
-        self.save_config_callback = save_config_callback
-        self.save_config_kwargs = save_config_kwargs or {}
-        self.trainer_class = trainer_class
-        self.trainer_defaults = trainer_defaults or {}
-        self.seed_everything_default = seed_everything_default
-        self.parser_kwargs = parser_kwargs or {}
-        self.parser_class = parser_class
-        self.auto_configure_optimizers = auto_configure_optimizers
-        self.load_from_checkpoint_support = load_from_checkpoint_support
-        self.model_class = model_class
-        self.subclass_mode_model = model_class is None or subclass_mode_model
-        self.datamodule_class = datamodule_class
-        self.subclass_mode_data = datamodule_class is None or subclass_mode_data
+    def configure_options(self, options: CLIOptions) -> None:
+        self.save_config_callback = options.save_config_callback
+        self.save_config_kwargs = options.save_config_kwargs or {}
+        self.trainer_class = options.trainer_class
+        self.trainer_defaults = options.trainer_defaults or {}
+        self.seed_everything_default = options.seed_everything_default
+        self.parser_kwargs = options.parser_kwargs or {}
+        self.parser_class = options.parser_class
+        self.auto_configure_optimizers = options.auto_configure_optimizers
+        self.load_from_checkpoint_support = options.load_from_checkpoint_support
+        self.model_class = options.model_class
+        self.subclass_mode_model = options.model_class is None or options.subclass_mode_model
+        self.datamodule_class = options.datamodule_class
+        self.subclass_mode_data = options.datamodule_class is None or options.subclass_mode_data
         self.prog = program_name()
         self.result: Any = None
         self.subcommand: str | None = None  # the subcommand being run (None: run=False)
@@ -72,7 +78,7 @@ class CLIParserSetup:
     ) -> LightningArgumentParser:
         """The parser this CLI builds for ``subcommand`` (nothing is parsed or built)."""
         cli = cls.__new__(cls)
-        cli.configure_options(**options)
+        cli.configure_options(CLIOptions(**options))
         cli.subcommand, cli.trainer_class = subcommand, cli.trainer_class or trainkit_trainer()
         cli.setup_parser(True, {}, {subcommand: {"prog": prog}})
         return cli.subcommand_parsers[subcommand]

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import torch
@@ -117,8 +117,51 @@ class ConfiguredOptimizers:
         self.optimizer = optimizer
         self.scheduler = scheduler
         self.configure = configure
+        self.source = "the optimizer section"  # what the startup table names
+        warn_if_overriding(module, optimizer)
 
     def __call__(self) -> Any:
         optimizer = instantiate_class(self.module.parameters(), self.optimizer)
         scheduler = None if self.scheduler is None else instantiate_class(optimizer, self.scheduler)
         return self.configure(self.module, optimizer=optimizer, lr_scheduler=scheduler)
+
+
+def overrides_configure_optimizers(module: TrainModule) -> bool:
+    """Whether the module's class defines its own ``configure_optimizers`` (not the base's,
+    which raises)."""
+    from trainkit.module import TrainModule
+
+    defined_by = next(
+        (cls for cls in type(module).__mro__ if "configure_optimizers" in vars(cls)), None
+    )
+    return defined_by is not None and not issubclass(TrainModule, defined_by)
+
+
+def warn_if_overriding(module: TrainModule, optimizer: dict[str, Any]) -> None:
+    """One line (once, from the process that speaks for the job) when the optimizer section
+    replaces a ``configure_optimizers`` the module defines, as Lightning warns, naming the
+    module's own lr that is then not used."""
+    if not overrides_configure_optimizers(module):
+        return
+    import sys
+
+    from trainkit.cli.checks import says_it_once
+
+    if not says_it_once():
+        return
+    name = type(module).__name__
+    init = optimizer.get("init_args") or {}
+    lr = f", lr={init['lr']}" if "lr" in init else ""
+    hparams = getattr(module, "hparams", None)
+    own = (
+        f"; the module's lr={hparams['lr']} (hparams.yaml) is not used"
+        if isinstance(hparams, Mapping) and "lr" in hparams
+        else ""
+    )
+    print(
+        f"trainkit: warning: {name}.configure_optimizers will be overridden by the optimizer "
+        f"section ({optimizer['class_path']}{lr}){own}; remove the optimizer section to use "
+        f"{name}'s own",
+        file=sys.stderr,
+        flush=True,
+    )

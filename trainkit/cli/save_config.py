@@ -13,9 +13,9 @@ from trainkit.errors import ConfigError
 if TYPE_CHECKING:
     from jsonargparse import Namespace
 
-    from trainkit.callbacks.trainer_view import TrainerView
     from trainkit.cli.argument_parser import LightningArgumentParser
     from trainkit.module import TrainModule
+    from trainkit.trainer.trainer import Trainer
 
 
 class ConfigFileExistsError(ConfigError, RuntimeError):
@@ -62,7 +62,7 @@ class SaveConfigCallback(Callback):
                 "subclass SaveConfigCallback and implement save_config, or leave it True",
             )
 
-    def setup(self, trainer: TrainerView, pl_module: TrainModule, stage: str) -> None:
+    def setup(self, trainer: Trainer, pl_module: TrainModule, stage: str) -> None:
         """Write the config once per run (rank 0), then call ``save_config``."""
         if self.already_saved:
             return
@@ -73,7 +73,7 @@ class SaveConfigCallback(Callback):
             self.already_saved = True
         self.already_saved = trainer.strategy.broadcast(self.already_saved)
 
-    def _write(self, trainer: TrainerView, stage: str) -> None:
+    def _write(self, trainer: Trainer, stage: str) -> None:
         path = Path(trainer.log_dir) / self.config_filename
         exists = trainer.strategy.broadcast(path.is_file() if trainer.is_global_zero else False)
         overwrite = self.overwrite
@@ -101,6 +101,6 @@ class SaveConfigCallback(Callback):
                 text = self.parser.dump(config, skip_unset=False)
                 path.write_text(short_class_names(text))
 
-    def save_config(self, trainer: TrainerView, pl_module: TrainModule, stage: str) -> None:
+    def save_config(self, trainer: Trainer, pl_module: TrainModule, stage: str) -> None:
         """Override to save the config somewhere else too (a logger, a tracker); rank 0 only,
         so no collective calls here."""

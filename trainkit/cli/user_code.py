@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import itertools
 import re
 import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from trainkit.cli.errors import InitFailure
 
 # the class paths jsonargparse tried to import, as its messages quote them
 _TRIED = (
@@ -114,14 +118,88 @@ def report_user_error(failure: UserImportFailure, prog: str) -> NoReturn:
     raise SystemExit(1)
 
 
+def own_frames(error: BaseException) -> list[traceback.FrameSummary]:
+    """The traceback's frames in the user's own files: not trainkit's, not the import
+    machinery's, not an installed package's (torch, jsonargparse)."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    installed = tuple({paths["purelib"], paths["platlib"], paths["stdlib"]})
+    return [f for f in _user_frames(error) if not f.filename.startswith(installed)]
+
+
 def where_it_failed(error: BaseException) -> str:
     """``file:line in function`` of the innermost frame of the user's own code (not trainkit's,
     not an installed package's), or "" when the traceback has none."""
-    import sysconfig
-
-    installed = tuple({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
-    frames = [f for f in _user_frames(error) if not f.filename.startswith(installed)]
+    frames = own_frames(error)
     if not frames:
         return ""
     frame = frames[-1]
     return f"{Path(frame.filename).name}:{frame.lineno} in {frame.name}"
+
+
+def raised_by_its_code(failure: InitFailure) -> bool:
+    """Whether a class that raised while being built failed in its own code rather than
+    refusing a value: True unless the exception is a ValueError its own file raised (a check
+    like ``raise ValueError("width must be <= 100")``) or no frame of the user's files ran (a
+    library class refusing a value)."""
+    error = failure.error
+    frames = own_frames(error)
+    if not frames:
+        return False
+    every = traceback.extract_tb(error.__traceback__)
+    raised_there = bool(every) and every[-1] == frames[-1]  # the last frame is the user's
+    return not (isinstance(error, ValueError) and raised_there)
+
+
+# what a few common mistakes in ``__init__`` raise, and the fix
+_INIT_FIXES = (
+    (
+        "before Module.__init__() call",
+        "call super().__init__() first in {name}.__init__",
+    ),
+    (
+        "not compiled with CUDA",
+        "remove .cuda()/.to(device) from {name}.__init__: trainkit moves the model to its devices",
+    ),
+    (
+        "no NVIDIA driver",
+        "remove .cuda()/.to(device) from {name}.__init__: trainkit moves the model to its devices",
+    ),
+)
+
+
+def report_init_error(failure: InitFailure, prog: str) -> NoReturn:
+    """A model/data class whose ``__init__`` raised in its own code: the traceback of the
+    user's frames, one line saying it is their code (not the config), and exit code 1."""
+    error = failure.error
+    frames = own_frames(error)
+    print("Traceback (most recent call last):", file=sys.stderr)
+    print("".join(traceback.format_list(frames)), end="", file=sys.stderr)
+    print("".join(traceback.format_exception_only(error)), end="", file=sys.stderr)
+    name = failure.path.rpartition(".")[2]
+    fix = next(
+        (fix.format(name=name) for text, fix in _INIT_FIXES if text in str(error)),
+        "fix it there",
+    )
+    print(
+        f"{prog}: error: {failure.call} raised {type(error).__name__} while it was built, in "
+        f"your code (traceback above), not in the config; {fix}",
+        file=sys.stderr,
+        flush=True,
+    )
+    raise SystemExit(1)
+
+
+def users_argparse(stop: SystemExit) -> str | None:
+    """``file:line`` of the user's code whose ``argparse`` parse raised ``stop`` (argparse
+    reads trainkit's own argv then, and prints a usage line that looks like trainkit's), or
+    None when argparse was not called from the user's code."""
+    import argparse
+
+    frames = traceback.extract_tb(stop.__traceback__)
+    mine = own_frames(stop)
+    for caller, callee in itertools.pairwise(frames):
+        if callee.filename == argparse.__file__ and caller in mine:
+            return f"{caller.filename}:{caller.lineno}"
+    return None

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from trainkit.common.lazy import lazy_exports
 
 _LAZY = {
     "BoringModel": "trainkit.demos.boring_classes",
@@ -18,13 +19,4 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each loads 
 __all__ = ["BoringDataModule", "BoringModel", "DemoModel"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'trainkit.demos' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__)

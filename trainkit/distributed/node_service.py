@@ -1,5 +1,6 @@
 """How the launchers of a job on several nodes talk: each serves one-line JSON requests on a TCP
-port (node 0's on MASTER_PORT, the others' on a port the OS picks) and asks the others.
+port (node 0's on MASTER_PORT, the others' on a port the OS picks) and asks the others. The
+listening socket and the thread that answers on it serve the rendezvous's beacon too.
 
 A leaf: the transport only. What the requests mean is ``launchers/job_nodes.py``.
 """
@@ -49,13 +50,20 @@ def read_line(conn: socket.socket) -> bytes:
     return data
 
 
-class NodeService:
-    """Answers each request on ``sock`` with ``handle(request)``, in a thread, until closed."""
+class Responder:
+    """Answers each connection on ``sock`` with ``answer(conn)`` (the bytes to send back, or
+    None for none), in a thread, until closed. The asker closes first: no TIME_WAIT is left on
+    the port, which the next job may want."""
 
-    def __init__(self, sock: socket.socket, handle: Callable[[Message], Message]) -> None:
-        self.sock, self.handle = sock, handle
+    def __init__(
+        self,
+        sock: socket.socket,
+        answer: Callable[[socket.socket], bytes | None],
+        name: str = "trainkit-node",
+    ) -> None:
+        self.sock, self.answer = sock, answer
         self.port: int = sock.getsockname()[1]
-        self.thread = threading.Thread(target=self._serve, name="trainkit-node", daemon=True)
+        self.thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self.thread.start()
 
     def _serve(self) -> None:
@@ -66,14 +74,23 @@ class NodeService:
                 return
             with conn, contextlib.suppress(OSError, NotANode):
                 conn.settimeout(ANSWER_SECONDS)
-                conn.sendall(encode(self.handle(decode(read_line(conn)))))
-                conn.recv(1)  # the asker closes first: no TIME_WAIT left on this port
+                reply = self.answer(conn)
+                if reply is not None:
+                    conn.sendall(reply)
+                    conn.recv(1)  # wait for the asker to close first
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         self.thread.join(timeout=5)
+
+
+class NodeService(Responder):
+    """Answers each request on ``sock`` with ``handle(request)``, in a thread, until closed."""
+
+    def __init__(self, sock: socket.socket, handle: Callable[[Message], Message]) -> None:
+        super().__init__(sock, lambda conn: encode(handle(decode(read_line(conn)))))
 
 
 def listen(port: int) -> socket.socket:

@@ -13,18 +13,19 @@ import contextlib
 import os
 import socket
 import sys
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from trainkit.distributed.env import ClusterEnvironment
+from trainkit.distributed.node_service import Responder, listen
 from trainkit.distributed.ports import check_port_free
 from trainkit.errors import ConfigError
 
 if TYPE_CHECKING:
     from torch.distributed import Store
+
+    from trainkit.distributed.environments import ClusterEnvironment
 
 CANDIDATES = 8  # beacon ports tried per step
 CANDIDATE_STRIDE = 997  # apart, so the candidates of neighbouring steps rarely meet
@@ -44,45 +45,22 @@ def _answer(name: str, store_port: int) -> bytes:
     return f"trainkit {store_port} {name}\n".encode()
 
 
-class Beacon:
-    """Rank 0's answer to "which step do you serve, where is its store?" on one port."""
+def beacon_answer(reply: bytes) -> Callable[[socket.socket], bytes | None]:
+    """Rank 0's answer to "which step do you serve, where is its store?"."""
 
-    def __init__(self, sock: socket.socket, reply: bytes) -> None:
-        self.sock, self.reply = sock, reply
-        self.port = sock.getsockname()[1]
-        self.thread = threading.Thread(target=self._serve, name="trainkit-beacon", daemon=True)
-        self.thread.start()
+    def answer(conn: socket.socket) -> bytes | None:
+        return reply if conn.recv(len(ASK)) == ASK else None
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:  # closed: every rank has joined
-                return
-            with conn, contextlib.suppress(OSError):
-                conn.settimeout(PROBE_SECONDS)
-                if conn.recv(len(ASK)) == ASK:
-                    conn.sendall(self.reply)
-                    conn.recv(1)  # the asker closes first: no TIME_WAIT left on this port
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
-        self.thread.join(timeout=5)
+    return answer
 
 
-def open_beacon(cluster: ClusterEnvironment, reply: bytes) -> Beacon:
+def open_beacon(cluster: ClusterEnvironment, reply: bytes) -> Responder:
     """Listen on the first free candidate port; say so when it is not the first."""
     ports = candidate_ports(cluster.main_port)
     for port in ports:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is no clash
         try:
-            sock.bind(("", port))
-            sock.listen(64)
+            sock = listen(port)
         except OSError:
-            sock.close()
             continue
         if port != ports[0]:
             print(
@@ -91,7 +69,7 @@ def open_beacon(cluster: ClusterEnvironment, reply: bytes) -> Beacon:
                 file=sys.stderr,
                 flush=True,
             )
-        return Beacon(sock, reply)
+        return Responder(sock, beacon_answer(reply), "trainkit-beacon")
     raise ConfigError(
         "rendezvous ports",
         ports,
@@ -136,11 +114,13 @@ def find_store_port(cluster: ClusterEnvironment, name: str, timeout: float) -> i
     )
 
 
-def restarted_torchrun_store(cluster: ClusterEnvironment, wait: timedelta) -> Store | None:
-    """After ``torchrun --max-restarts`` restarted the workers: torchrun's store with a prefix of
-    this restart. Its static rendezvous keeps one store for every attempt, so restarted workers
-    would read the keys of the failed attempt (a dead rank's address) and never connect.
-    None on a first attempt (torch's env:// as usual)."""
+def restarted_store(cluster: ClusterEnvironment, wait: timedelta) -> Store | None:
+    """After a launcher whose store serves every attempt (``store_outlives_restarts``: torchrun's
+    static rendezvous) restarted the workers: that store with a prefix of this restart, or the
+    restarted workers would read the keys of the failed attempt (a dead rank's address) and
+    never connect. None on a first attempt, and for other launchers (torch's env:// as usual)."""
+    if not cluster.store_outlives_restarts:
+        return None
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     if attempt in ("", "0") or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
         return None
@@ -157,7 +137,7 @@ def rendezvous_store(cluster: ClusterEnvironment, timeout: float | None) -> Iter
     seconds = timeout or DEFAULT_TIMEOUT
     wait = timedelta(seconds=seconds)
     if not cluster.rendezvous_id:
-        yield restarted_torchrun_store(cluster, wait) if cluster.name == "torchrun" else None
+        yield restarted_store(cluster, wait)
         return
     from torch.distributed import TCPStore
 

@@ -7,9 +7,13 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from trainkit.distributed.signals import PREEMPTED_EXIT_CODE, RESTART_ENV, held_stop_signal
 from trainkit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from trainkit.distributed.environments import ClusterEnvironment
 
 RESUME_ENV = "TRAINKIT_AUTO_RESUME"  # "0": a restarted job starts over instead of resuming
 BACKOFF_SECONDS = 1.0  # before the first restart; doubles each time, at most MAX_BACKOFF
@@ -29,26 +33,18 @@ def check_max_restarts(value: object) -> int:
     return value
 
 
-# who restarts the ranks when an external launcher started them, and how
-RESTARTS_OF = {
-    "torchrun": "torchrun restarts them (torchrun --max-restarts N)",
-    "slurm": "SLURM does (sbatch --requeue), or start one task per node "
-    "(srun --ntasks-per-node=1) and trainkit starts that node's ranks and restarts them",
-    "mpi": "mpirun has none: run the job again (fit resumes with --ckpt_path last)",
-    "horovod": "horovodrun has none (its elastic mode is not supported): run the job again "
-    "(fit resumes with --ckpt_path last)",
-}
-
-
-def say_restarts_are_the_launchers(launcher: str, max_restarts: int, is_global_zero: bool) -> None:
-    """``max_restarts`` under torchrun, srun (a task per rank) or mpirun, which started the
-    ranks: trainkit restarts nothing there; said once, on rank 0, instead of silently."""
-    who = RESTARTS_OF.get(launcher)
-    if not max_restarts or who is None or not is_global_zero:
+def say_restarts_are_the_launchers(
+    cluster: ClusterEnvironment, max_restarts: int, is_global_zero: bool
+) -> None:
+    """``max_restarts`` under torchrun, srun (a task per rank), mpirun or a PyTorchJob, which
+    started the ranks: trainkit restarts nothing there; said once, on rank 0, instead of
+    silently (``cluster.restarted_by`` says who does; trainkit's own ranks say nothing)."""
+    who = cluster.restarted_by
+    if not max_restarts or not who or not is_global_zero:
         return
     print(
-        f"trainkit: max_restarts {max_restarts} is not used under {launcher}, which started the "
-        f"ranks: {who}; a restarted job resumes from last.ckpt by itself",
+        f"trainkit: max_restarts {max_restarts} is not used under {cluster.name}, which started "
+        f"the ranks: {who}; a restarted job resumes from last.ckpt by itself",
         file=sys.stderr,
         flush=True,
     )

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
 import torch
 
-from trainkit.callbacks.base import overrides
+from trainkit.common.hooks import overrides
 from trainkit.data import limited_batches
-from trainkit.loops.iterate import batch_transfer, start_iterating
+from trainkit.loops.batches import BatchCalls, run_batches
+from trainkit.loops.iterate import batch_transfer
 from trainkit.module import TrainModule, without_batch_idx
-from trainkit.state import RunState
+from trainkit.state import RunState, TrainerFn
 
 
 class EvalLoop:
@@ -26,6 +28,14 @@ class EvalLoop:
         state = self.state
         module = state.require_module()
         stage = self.stage
+        limit_name = f"limit_{'val' if stage == 'validation' else stage}_batches"
+        given = list(loaders)
+        totals = [limited_batches(loader, limit, limit_name) for loader in loaders]
+        fn = state.trainer_state.fn
+        if limit != 0 and fn is not None and not state.sanity_checking:  # a limit of 0 loads none
+            state.loaded_batches[fn] = totals
+        if sum(totals) == 0:  # as Lightning: no loop at all, not even its start and end hooks
+            return []
         strategy = state.strategy
         hooks = state.hooks
         step = state.profiler.wrap(f"{stage}_step", strategy.step_fn(module, f"{stage}_step"))
@@ -43,11 +53,13 @@ class EvalLoop:
         was_training = module.training
         getattr(module, f"on_{stage}_model_eval")()
         results: list[dict[str, torch.Tensor]] = []
-        inference = state.inference_mode and state.stage != "fit"
+
+        def log_step(loader_idx: int, several: bool) -> None:
+            if store.step_values and not state.sanity_checking:
+                state.metrics.log_eval_step(store, loader_idx, several)
+
+        inference = state.inference_mode and state.trainer_state.fn is not TrainerFn.FITTING
         grad_off = torch.inference_mode() if inference else torch.no_grad()
-        limit_name = f"limit_{'val' if stage == 'validation' else stage}_batches"
-        given = list(loaders)
-        totals = [limited_batches(loader, limit, limit_name) for loader in loaders]
         # known before the start hooks, so a progress bar shows the right total from the start
         state.num_eval_batches = int(totals[0]) if totals and totals[0] != math.inf else 0
         try:
@@ -60,23 +72,16 @@ class EvalLoop:
                     state.num_eval_batches = int(total) if total != math.inf else 0
                     # Lightning's hooks and steps get dataloader_idx only with several loaders
                     extra = (loader_idx,) if len(loaders) > 1 else ()
-                    to_device = batch_transfer(strategy, module, state.datamodule, loader_idx)
-                    for batch_idx, batch in enumerate(start_iterating(loader, state.preemption)):
-                        if batch_idx >= total:
-                            break
-                        store.new_batch(batch)
-                        if to_device is not None:
-                            batch = to_device(batch)
-                        for hook in start_hooks:
-                            hook(batch, batch_idx, *extra)
-                        with state.precision.autocast():
-                            output = step(batch, batch_idx, *extra)
-                        if step_end is not None:
-                            output = step_end(output)
-                        for hook in end_hooks:
-                            hook(output, batch, batch_idx, *extra)
-                        if store.step_values and not state.sanity_checking:
-                            state.metrics.log_eval_step(store, loader_idx)
+                    to_device = batch_transfer(strategy, module, state.given.datamodule, loader_idx)
+                    calls = BatchCalls(
+                        step,
+                        start_hooks,
+                        end_hooks,
+                        seen=lambda batch, _: store.new_batch(batch),
+                        stepped=step_end,
+                        ended=functools.partial(log_step, loader_idx, len(loaders) > 1),
+                    )
+                    run_batches(state, calls, loader, total, to_device, extra)
                     # the last loader's Metric objects are reset after on_<stage>_epoch_end,
                     # as Lightning: that hook may read them (`self.val_acc.compute()`)
                     last = loader_idx == len(loaders) - 1

@@ -6,17 +6,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from trainkit.callbacks.base import overrides
+from trainkit.common.hooks import overrides
 from trainkit.distributed.fork_safety import forks_workers, let_collective_threads_leave_python
 
 if TYPE_CHECKING:
     from trainkit.datamodule import DataModule
+    from trainkit.loops.preemption import Preemption
     from trainkit.module import TrainModule
-    from trainkit.state import StopWatch
     from trainkit.strategies.base import Strategy
 
 
-def start_iterating(loader: Iterable[object], preemption: StopWatch | None = None) -> Iterator[Any]:
+def start_iterating(
+    loader: Iterable[object], preemption: Preemption | None = None
+) -> Iterator[Any]:
     """``iter(loader)``; when that forks workers, the agreement round of ``preemption`` (if any)
     settles first and collective threads leave Python (see fork_safety)."""
     if forks_workers(loader):

@@ -53,6 +53,10 @@ class MetricHub:
                     metrics.setdefault(name, value)
                 else:
                     metrics[name] = value
+            if store.epoch_end_reached and not store.epoch_reduced:  # the epoch-end hooks
+                so_far = store.epoch_values_so_far()
+                metrics.update(so_far)
+                metrics.update(store.epoch_keys(so_far))
         return metrics
 
     @property
@@ -81,6 +85,7 @@ class MetricHub:
         strategy = self.state.strategy
         if strategy.is_distributed:
             store.reducer = strategy.reduce
+            store.warns_unsynced = strategy.is_global_zero
         self.active = store
         return store
 
@@ -98,17 +103,19 @@ class MetricHub:
         self._note_prog_bar(store, merged)
         logged = {k: to_float(v) for k, v in store.epoch_keys(merged, for_logger=True).items()}
         if logged:
-            self.log_to_loggers(logged, epoch=self.state.position.epoch)
+            self.log_to_loggers(logged, epoch=self.state.position.current_epoch)
 
-    def log_eval_step(self, store: MetricStore, loader_idx: int) -> None:
+    def log_eval_step(self, store: MetricStore, loader_idx: int, several: bool = False) -> None:
         """What an evaluation batch logged on_step: to the loggers (at the count of the batches
         of its loader before it, over the stage's evaluation runs) and the progress bar;
         monitors read only the epoch values."""
         where = (store.stage, loader_idx)
         step = self.eval_batches_logged.get(where, 0)
         self.eval_batches_logged[where] = step + 1
-        self.eval_step_bar.update(store.step_metrics(for_prog_bar=True))
-        logged = {k: to_float(v) for k, v in store.step_metrics(for_logger=True).items()}
+        loader = loader_idx if several else None  # named '/dataloader_idx_N' among several
+        self.eval_step_bar.update(store.step_metrics(for_prog_bar=True, loader=loader))
+        values = store.step_metrics(for_logger=True, loader=loader)
+        logged = {k: to_float(v) for k, v in values.items()}
         store.step_values.clear()
         if logged:
             self.log_to_loggers(logged, step)
@@ -123,7 +130,7 @@ class MetricHub:
         """The step values of ``store`` to the loggers (every log_every_n_steps)."""
         metrics = {k: to_float(v) for k, v in store.step_metrics(for_logger=True).items()}
         if metrics:
-            self.log_to_loggers(metrics, epoch=self.state.position.epoch)
+            self.log_to_loggers(metrics, epoch=self.state.position.current_epoch)
 
     def reduce_train_epoch(self, store: MetricStore) -> None:
         """Epoch aggregates of what training logged: into callback metrics and the loggers."""
@@ -135,7 +142,7 @@ class MetricHub:
         self._note_prog_bar(store, reduced)
         logged = {k: to_float(v) for k, v in store.epoch_keys(reduced, for_logger=True).items()}
         if logged:
-            self.log_to_loggers(logged, epoch=self.state.position.epoch)
+            self.log_to_loggers(logged, epoch=self.state.position.current_epoch)
 
     def log_to_loggers(
         self,
@@ -158,5 +165,5 @@ class MetricHub:
         if state.strategy.is_global_zero:
             if step is None:
                 step = state.position.batches_stepped - self.stepped_in_batch
-            for logger in state.loggers:
+            for logger in state.given.loggers:
                 logger.log_metrics(metrics, step)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from trainkit.data import limited_batches, recording_indices
-from trainkit.loops.iterate import batch_transfer, start_iterating
+from trainkit.data import IndexRecorder, limited_batches, recording_indices
+from trainkit.loops.batches import BatchCalls, run_batches
+from trainkit.loops.iterate import batch_transfer
 from trainkit.module import without_batch_idx
 from trainkit.state import RunState
 
@@ -21,7 +23,14 @@ class PredictLoop:
         self._predictions: list[list[Any]] = []
         self.epoch_batch_indices: list[list[list[int]]] = []  # per loader, per batch
         self.current_batch_indices: list[int] = []
+        self._recorder: IndexRecorder | None = None  # of the loader running
+        self._indices: list[list[int]] = []  # of the loader running: per batch
         state.predict_loop = self
+
+    def _record_indices(self, batch: object, batch_idx: int) -> None:
+        recorder = self._recorder
+        self.current_batch_indices = recorder.seen[batch_idx] if recorder else []
+        self._indices.append(self.current_batch_indices)
 
     @property
     def predictions(self) -> list[Any]:
@@ -48,24 +57,30 @@ class PredictLoop:
             for loader_idx, loader in enumerate(loaders):
                 total = limited_batches(loader, limit, "limit_predict_batches")
                 extra = (loader_idx,) if len(loaders) > 1 else ()  # as Lightning passes it
-                to_device = batch_transfer(state.strategy, module, state.datamodule, loader_idx)
+                to_device = batch_transfer(
+                    state.strategy, module, state.given.datamodule, loader_idx
+                )
                 collected = outputs[loader_idx]
-                loader, recorder = recording_indices(loader)
-                for batch_idx, batch in enumerate(start_iterating(loader, state.preemption)):
-                    if batch_idx >= total:
-                        break
-                    self.current_batch_indices = recorder.seen[batch_idx] if recorder else []
-                    self.epoch_batch_indices[loader_idx].append(self.current_batch_indices)
-                    if to_device is not None:
-                        batch = to_device(batch)
-                    for hook in start_hooks:
-                        hook(batch, batch_idx, *extra)
-                    with state.precision.autocast():
-                        output = predict_step(batch, batch_idx, *extra)
-                    if keep:
-                        collected.append(output)
-                    for hook in end_hooks:
-                        hook(output, batch, batch_idx, *extra)
+                loader, self._recorder = recording_indices(loader)
+                self._indices = self.epoch_batch_indices[loader_idx]
+                calls = BatchCalls(
+                    predict_step,
+                    start_hooks,
+                    end_hooks,
+                    seen=self._record_indices,
+                    stepped=collecting(collected) if keep else None,
+                )
+                run_batches(state, calls, loader, total, to_device, extra)
             hooks.call("on_predict_epoch_end")
             hooks.call("on_predict_end")
         return outputs
+
+
+def collecting(collected: list[Any]) -> Callable[[Any], Any]:
+    """Keeps each step output in ``collected`` and passes it on to the batch-end hooks."""
+
+    def keep(output: Any) -> Any:
+        collected.append(output)
+        return output
+
+    return keep

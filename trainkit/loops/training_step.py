@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from trainkit.callbacks.base import overrides
+from trainkit.common.hooks import overrides
 from trainkit.distributed import rank_board
 from trainkit.loops.manual_optimizer import ManualOptimizer
 from trainkit.module import TrainModule, without_batch_idx
@@ -80,7 +80,9 @@ class TrainingStep:
         self._after_backward = hooks.bound("on_after_backward")
         self._before_optimizer_step = hooks.bound("on_before_optimizer_step")
         self._before_zero_grad = hooks.bound("on_before_zero_grad")
-        self._step_schedulers = [c for c in state.lr_scheduler_configs if c.interval == "step"]
+        self._step_schedulers = [  # those that read a metric step after validation (loops/fit.py)
+            c for c in state.lr_scheduler_configs if c.interval == "step" and not c.needs_metric
+        ]
         clip_value = state.limits.gradient_clip_val
         # the module's configure_gradient_clipping (by default clip_gradients with the Trainer's
         # settings) runs when the Trainer clips or the module overrides it
@@ -236,7 +238,8 @@ class TrainingStep:
             else:
                 self._user_zero_grad(*self._where(), optimizer)
         for config in self._step_schedulers:
-            if (state.position.global_step + 1) % config.frequency == 0:
+            # as Lightning: the frequency counts the epoch's batches (this one: batches_done)
+            if (state.position.batches_done + 1) % config.frequency == 0:
                 self._scheduler_step(config.scheduler, None)
 
     def _custom_backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:

@@ -1,4 +1,9 @@
-"""RunState: everything a stage's loops read and write, built by the Trainer and passed down."""
+"""RunState: everything a stage's loops read and write, built by the Trainer and passed down.
+
+Split by who writes it: what the stage is given (``given``, a frozen ``StageInputs`` that the
+stage runner and the tuner replace whole), what the loops write (``position``, ``stop``,
+``trainer_state``, the metrics), and the handles the stage runner sets up (wrapped model,
+optimizers, training step)."""
 
 from __future__ import annotations
 
@@ -6,25 +11,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from trainkit.state.inputs import StageInputs
 from trainkit.state.limits import LoopLimits
 from trainkit.state.position import LoopPosition
-from trainkit.state.protocols import (
-    Hooks,
-    Metrics,
-    PredictRecord,
-    RankMarker,
-    Stepper,
-    StopWatch,
-)
+from trainkit.state.stages import RunningStage, TrainerFn, TrainerState
 from trainkit.state.stop import StopState
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from trainkit.callbacks.base import Callback
-    from trainkit.datamodule import DataModule
-    from trainkit.loggers.base import Logger
+    from trainkit.distributed.rank_board import RankBoard
+    from trainkit.loops.hooks import HookDispatcher
+    from trainkit.loops.metric_hub import MetricHub
+    from trainkit.loops.predict import PredictLoop
+    from trainkit.loops.preemption import Preemption
+    from trainkit.loops.training_step import TrainingStep
     from trainkit.module import TrainModule
     from trainkit.optim import SchedulerConfig
     from trainkit.plugins import CheckpointIO
@@ -40,41 +42,34 @@ class RunState:
     limits: LoopLimits
     strategy: Strategy
     precision: Precision
-    hooks: Hooks
-    metrics: Metrics
+    hooks: HookDispatcher
+    metrics: MetricHub
     profiler: Profiler
-    board: RankMarker  # this rank's
-    callbacks: list[Callback] = field(default_factory=list)
-    loggers: list[Logger] = field(default_factory=list)
+    board: RankBoard  # this rank's
+    given: StageInputs = field(default_factory=StageInputs)  # replaced whole, never edited
     position: LoopPosition = field(default_factory=LoopPosition)
     stop: StopState = field(default_factory=StopState)
-    # what runs, as Lightning's trainer.state says it (trainer/status.py): the Trainer function
-    # ('fit', 'validate', 'test', 'predict'), the loop running in it ('train', 'sanity_check',
-    # 'validate', 'test', 'predict'; None between stages) and the status ('initializing',
-    # 'running', 'finished', 'interrupted')
-    stage: str | None = None
-    running_stage: str | None = None
-    status: str = "initializing"
-    module: TrainModule | None = None  # the module of the running stage
+    # what runs, as Lightning's trainer.state says it: the Trainer method, the loop running in it
+    # (None between loops) and the status; the stage runner and the loops write it
+    trainer_state: TrainerState = field(default_factory=TrainerState)
     wrapped: nn.Module | None = None  # what the training step runs through (DDP, FSDP, ...)
-    datamodule: DataModule | None = None
     optimizers: list[torch.optim.Optimizer] = field(default_factory=list)
     # the configured optimizers' classes, before a strategy wrapped them (horovod's subclass,
     # fairscale's OSS): what a checkpoint records and a resume compares
     optimizer_types: list[type] = field(default_factory=list)
     lr_scheduler_configs: list[SchedulerConfig] = field(default_factory=list)
-    train_loader: Any = None  # the user's loader (any iterable), prepared by the strategy
-    val_loaders: list[Any] = field(default_factory=list)  # of fit, or of validate
-    test_loaders: list[Any] = field(default_factory=list)
-    predict_loaders: list[Any] = field(default_factory=list)
     num_eval_batches: int = 0
+    # batches of each loader (limits applied) as the loop of a Trainer method last loaded them
+    # (FITTING: fit's validation loaders; VALIDATING; TESTING), read by Lightning's
+    # num_val_batches and num_test_batches: none until a loop loads them (loops/fit.py)
+    loaded_batches: dict[TrainerFn, list[int | float]] = field(default_factory=dict)
     ckpt_path: str | None = None  # the checkpoint the running or last stage loaded
     chosen_ckpt_path: str | None = None  # trainer.ckpt_path set by the user: for later stages
     epoch_start_rng: dict[str, Any] | None = (
         None  # RNG states when the current epoch began (for exact resume)
     )
-    stepper: Stepper | None = None  # the TrainingStep of the current fit
-    preemption: StopWatch | None = None  # the Preemption watching the current fit
+    stepper: TrainingStep | None = None  # the TrainingStep of the current fit
+    preemption: Preemption | None = None  # the Preemption watching the current fit
     checkpoint_io: CheckpointIO | None = None  # None: an atomic torch.save
     default_root_dir: str = "."
     log_dir: str | None = None  # the run's version_N folder, once agreed by every rank
@@ -85,20 +80,16 @@ class RunState:
     nonfinite_loss: str = "stop"  # a NaN/inf loss: "stop" the fit, "warn" once, or "ignore"
     # torch.compile's arguments, or a user's compiler (None: off)
     compile_options: dict[str, Any] | Callable[[Any], Any] | None = None
-    # kind ('train', 'val', 'test', 'predict') -> that kind's loaders asked for again from the
-    # module's or datamodule's hooks (reloading every N epochs, a new batch size); None when the
-    # stage was given its loaders
-    reload_loaders: Callable[[str], list[Any]] | None = None
-    stage_loaders: list[Any] = field(default_factory=list)  # validate/test/predict's, as run
-    predict_loop: PredictRecord | None = None  # the latest predict's (predictions, indices)
+    predict_loop: PredictLoop | None = None  # the latest predict's (predictions, indices)
 
     # While a stage runs the Trainer has set these handles; the loops read them through the
     # accessors below (once per loop method, never per batch), which say so if one is missing.
     def require_module(self) -> TrainModule:
         """The TrainModule of the running stage (a RuntimeError before the stage set it up)."""
-        if self.module is None:
+        module = self.given.module
+        if module is None:
             raise RuntimeError("no module in the run state: the stage has not set it up yet")
-        return self.module
+        return module
 
     def require_wrapped(self) -> nn.Module:
         """The model the training step runs through (DDP, FSDP, ... or the module itself)."""
@@ -106,7 +97,7 @@ class RunState:
             raise RuntimeError("no wrapped model in the run state: fit has not set it up yet")
         return self.wrapped
 
-    def require_stepper(self) -> Stepper:
+    def require_stepper(self) -> TrainingStep:
         """The training step of the current fit."""
         if self.stepper is None:
             raise RuntimeError("no training step in the run state: fit has not built it yet")
@@ -115,7 +106,7 @@ class RunState:
     @property
     def sanity_checking(self) -> bool:
         """Whether the validation before fit's first epoch is running."""
-        return self.running_stage == "sanity_check"
+        return self.trainer_state.stage is RunningStage.SANITY_CHECKING
 
     @property
     def fit_done(self) -> bool:

@@ -14,8 +14,10 @@ from torch import nn
 
 from trainkit.data import move_to_device
 from trainkit.devices import DeviceSelection
-from trainkit.distributed.env import ClusterEnvironment, NodePlacement, node_placement
+from trainkit.distributed.environments import ClusterEnvironment, LoneEnvironment, NodePlacement
 from trainkit.distributed.launchers import Launcher
+from trainkit.distributed.launchers.choice import REEXEC_METHOD, choose_launcher
+from trainkit.distributed.world_check import check_launched_world
 from trainkit.scaling import BatchLoading
 
 if TYPE_CHECKING:
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
 
 
 ONE_CPU = DeviceSelection("cpu", (0,))
-NO_CLUSTER = ClusterEnvironment("none")
+NO_CLUSTER = LoneEnvironment()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,14 +62,17 @@ class Strategy:
     shards_state: bool = False  # each rank holds only a part of the weights or optimizer state
     supports_param_group_changes: bool = True  # callbacks may add optimizer param groups
     zero_grad_set_to_none: bool = True  # False: zero the grads in place (fairscale, deepspeed)
+    start_method: str = REEXEC_METHOD  # how its ranks start: re-run the command, or spawn/fork
 
     def __init__(self) -> None:
         self.placement = Placement()
 
     def connect(self, placement: Placement) -> None:
         """Receive what the Trainer resolved (devices, nodes, environment, precision) and check
-        that this strategy can run it; called once, before any rank starts."""
+        that this strategy can run it; called once, before any rank starts. Under an external
+        launcher, the world it started must be the one asked for (one line, else)."""
         self.placement = placement
+        check_launched_world(self)
 
     def in_rank(self, cluster: ClusterEnvironment) -> Strategy:
         """A copy of this strategy for a rank this process started (``cluster`` names it)."""
@@ -165,23 +170,20 @@ class Strategy:
         return 1
 
     def launcher(self, max_restarts: int = 0) -> Launcher | None:
-        """What starts this run's ranks; None when this process is the only rank. With
-        ``max_restarts`` the re-executing launcher watches it and starts it again on failure
-        (from a script or the trainkit command; an interactive session cannot be re-run)."""
-        from trainkit.distributed.launchers.reexec import ReexecLauncher, can_reexecute
-        from trainkit.distributed.restarts import say_restarts_are_the_launchers
+        """What starts this run's ranks; None when this process is the only rank or an external
+        launcher started them. With ``max_restarts`` the re-executing launcher watches the ranks
+        and starts them again on failure (from a script or the trainkit command; an interactive
+        session cannot be re-run). Chosen in one place: ``launchers/choice.py``."""
+        return choose_launcher(self, max_restarts)
 
-        if self.cluster.external:  # torchrun, SLURM, MPI started the ranks (and restart them)
-            say_restarts_are_the_launchers(self.cluster.name, max_restarts, self.is_global_zero)
-            return None
-        if not max_restarts or not can_reexecute():
-            return None
-        return ReexecLauncher(self, self.node_placement(), max_restarts)
+    def forked_twin(self) -> Strategy:
+        """The strategy that ranks forked from an interactive session run (default: this one)."""
+        return self
 
     def node_placement(self) -> NodePlacement:
-        """This node's place in the job (NODE_RANK, MASTER_ADDR, MASTER_PORT), each checked:
-        a bad one fails here in one line, before any rank starts."""
-        return node_placement(self.cluster, os.environ, self.num_nodes)
+        """This node's place in the job (NODE_RANK, MASTER_ADDR, MASTER_PORT, or the scheduler's
+        step), each checked: a bad one fails here in one line, before any rank starts."""
+        return self.cluster.node_placement(os.environ, self.num_nodes)
 
     @property
     def num_processes(self) -> int:
@@ -272,12 +274,18 @@ class Strategy:
         io: CheckpointIO | None = None,
         storage_options: object = None,
     ) -> None:
-        """Write the checkpoint (called on every rank): one file, from global rank 0, through
-        ``io`` (a CheckpointIO; default: an atomic torch.save) with its ``storage_options``."""
-        if self.is_global_zero:
-            from trainkit.checkpoint.checkpoint_io import TorchCheckpointIO
+        """Write the checkpoint (called on every rank) through ``io`` (a CheckpointIO; default:
+        an atomic torch.save) with its ``storage_options``: ``write_checkpoint``."""
+        from trainkit.checkpoint.checkpoint_io import TorchCheckpointIO
 
-            io = io if io is not None else TorchCheckpointIO()
+        io = io if io is not None else TorchCheckpointIO()
+        self.write_checkpoint(checkpoint, path, io, storage_options)
+
+    def write_checkpoint(
+        self, checkpoint: dict[str, Any], path: str, io: CheckpointIO, storage_options: object
+    ) -> None:
+        """One file, from global rank 0 (strategies with sharded checkpoints write a folder)."""
+        if self.is_global_zero:
             io.save_checkpoint(checkpoint, path, storage_options)
 
     def load_checkpoint_file(

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any, TypeGuard, cast
 import torch
 from torch import nn
 
-from trainkit.distributed.launchers import Launcher
+from trainkit.distributed.launchers.choice import REEXEC_METHOD, START_METHODS
 from trainkit.distributed.launchers.reexec import can_reexecute
 from trainkit.errors import ConfigError
+from trainkit.strategies.base import Placement
 from trainkit.strategies.parallel import ParallelStrategy, average_gradients
 from trainkit.strategies.step_forwarder import StepForwarder
 
@@ -58,6 +59,7 @@ class DDPStrategy(ParallelStrategy):
         gradient_as_bucket_view: bool = False,
         process_group_backend: str | None = None,
         timeout: float | None = None,
+        start_method: str | None = None,
     ) -> None:
         """
         Args:
@@ -67,9 +69,29 @@ class DDPStrategy(ParallelStrategy):
             process_group_backend: Override the backend (gloo on CPU, nccl on GPU).
             timeout: Seconds a collective waits for a late rank before the job fails (default
                 $TRAINKIT_COLLECTIVE_TIMEOUT, else torch's 30 minutes).
+            start_method: How the ranks start: 'popen' re-runs the command per rank (ddp's
+                default); 'spawn' or 'fork' start them from this Python process and return rank
+                0's result (ddp_spawn's default: spawn, or fork where this session cannot be
+                re-imported: a notebook, stdin, ``python -c``).
         """
         super().__init__(process_group_backend, timeout)
         self.options = DDPOptions(find_unused_parameters, static_graph, gradient_as_bucket_view)
+        self.start_method = start_method or self.default_start_method()
+
+    @staticmethod
+    def default_start_method() -> str:
+        return REEXEC_METHOD
+
+    def connect(self, placement: Placement) -> None:
+        if self.start_method not in START_METHODS:
+            raise ConfigError(
+                "start_method",
+                self.start_method,
+                f"one of {', '.join(START_METHODS)}",
+                "popen re-runs the command per rank; spawn and fork start the ranks from this "
+                "Python process",
+            )
+        super().connect(placement)
 
     def setup_module(self, module: nn.Module) -> nn.Module:
         module = self.with_batchnorm_synced(module).to(self.root_device)
@@ -117,48 +139,13 @@ class DDPStrategy(ParallelStrategy):
 
 
 class DDPSpawnStrategy(DDPStrategy):
-    """Like ddp, but ranks start with torch.multiprocessing; results return to the caller."""
+    """Like ddp, but ranks start with torch.multiprocessing (``start_method`` spawn or fork);
+    results return to the caller."""
 
     name = "ddp_spawn"
 
-    def __init__(
-        self,
-        find_unused_parameters: bool = False,
-        static_graph: bool = False,
-        gradient_as_bucket_view: bool = False,
-        process_group_backend: str | None = None,
-        timeout: float | None = None,
-        start_method: str | None = None,
-    ) -> None:
-        """
-        Args:
-            find_unused_parameters: Let DDP skip parameters a step did not use (slower).
-            static_graph: Tell DDP the graph is the same every step (faster, fewer checks).
-            gradient_as_bucket_view: Gradients as views into DDP's buckets (saves memory).
-            process_group_backend: Override the backend (gloo on CPU, nccl on GPU).
-            timeout: Seconds a collective waits for a late rank before the job fails.
-            start_method: 'spawn' or 'fork' (default: spawn, or fork where this session cannot
-                be re-imported: a notebook, stdin, ``python -c``).
-        """
-        super().__init__(
-            find_unused_parameters,
-            static_graph,
-            gradient_as_bucket_view,
-            process_group_backend,
-            timeout,
-        )
-        # classes defined in an interactive __main__ exist only in this process: fork them
-        self.start_method = start_method or ("spawn" if can_reexecute() else "fork")
-
-    def rank_launcher(self, max_restarts: int) -> Launcher:
-        """Start the ranks from this process; their results come back to the caller."""
-        from trainkit.distributed.launchers.spawn import SpawnLauncher
-
-        if max_restarts:
-            raise ConfigError(
-                "trainer.max_restarts",
-                max_restarts,
-                f"0 with strategy {self.name} (restarts re-run the command per rank)",
-                "use strategy ddp from a script file or the trainkit command",
-            )
-        return SpawnLauncher(self, self.start_method, self.node_placement())
+    @staticmethod
+    def default_start_method() -> str:
+        """spawn; fork where classes defined in an interactive ``__main__`` exist only in this
+        process."""
+        return "spawn" if can_reexecute() else "fork"

@@ -15,7 +15,7 @@ import torch.distributed as dist
 from torch import nn
 
 from trainkit.scaling import BatchLoading
-from trainkit.strategies.base import Placement
+from trainkit.strategies.base import NO_CLUSTER, Placement
 from trainkit.strategies.dp import DataParallelStrategy
 from trainkit.strategies.parallel import ParallelStrategy, average_gradients
 
@@ -33,7 +33,9 @@ class DDP2Strategy(ParallelStrategy):
     def connect(self, placement: Placement) -> None:
         super().connect(placement)
         self._dp = DataParallelStrategy()
-        self._dp.connect(dataclasses.replace(placement, num_nodes=1))
+        self._dp.connect(
+            dataclasses.replace(placement, num_nodes=1, cluster=NO_CLUSTER)
+        )  # this node's
 
     def describe(self) -> str:
         return "ddp2 (one process per node, dp over its devices)"

@@ -193,24 +193,18 @@ class FSDPStrategy(ParallelStrategy):
             return StateDictOptions(full_state_dict=False)
         return StateDictOptions(full_state_dict=True, cpu_offload=True)
 
-    def save_checkpoint_file(
-        self,
-        checkpoint: dict[str, Any],
-        path: str,
-        io: CheckpointIO | None = None,
-        storage_options: object = None,
+    def write_checkpoint(
+        self, checkpoint: dict[str, Any], path: str, io: CheckpointIO, storage_options: object
     ) -> None:
+        """A sharded state dict: a folder, each rank writing its shard; else one file."""
         if self.state_dict_type != "sharded" or not self._sharded:
-            super().save_checkpoint_file(checkpoint, path, io, storage_options)
+            super().write_checkpoint(checkpoint, path, io, storage_options)
             return
         if storage_options is not None:
             raise TypeError(
                 f"storage_options={storage_options!r} for a sharded checkpoint folder; expected "
                 "None (each rank writes its shard locally); or FSDPStrategy(state_dict_type='full')"
             )
-        from trainkit.checkpoint.checkpoint_io import TorchCheckpointIO
-
-        io = io if io is not None else TorchCheckpointIO()
         io.save_sharded_checkpoint(checkpoint, path, self.is_global_zero, self.barrier)
 
     def load_checkpoint_file(

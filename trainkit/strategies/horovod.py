@@ -21,12 +21,10 @@ from trainkit.strategies.base import Placement
 from trainkit.strategies.ddp import DDPStrategy
 
 if TYPE_CHECKING:
+    from trainkit.distributed.environments import ClusterEnvironment
     from trainkit.module import TrainModule
     from trainkit.optim import SchedulerConfig
 
-# the environments (distributed/env.py) whose ranks horovod joins: horovodrun's gloo mode, and
-# mpirun (horovodrun's MPI mode runs mpirun); by the launcher's command
-LAUNCHERS = {"horovod": "horovodrun", "mpi": "mpirun"}
 HOLD = 2**30  # backward passes horovod's hooks count without reducing, while trainkit accumulates
 
 
@@ -88,12 +86,13 @@ def quiet_replaced_step_warning() -> None:
 
 def check_launched(placement: Placement) -> None:
     """Several ranks of strategy horovod come from horovodrun or mpirun, which give horovod its
-    world; trainkit starts none for it (one process needs no launcher)."""
+    world (their environments say ``joins_horovod``); trainkit starts none for it (one process
+    needs no launcher)."""
     cluster = placement.cluster
-    if cluster.name in LAUNCHERS:
+    if cluster.joins_horovod:
         return
     asked = placement.selection.count * placement.num_nodes
-    if not cluster.external and asked == 1:
+    if not cluster.creates_processes_externally and asked == 1:
         return
     per_node = placement.selection.count
     launch = (
@@ -101,7 +100,7 @@ def check_launched(placement: Placement) -> None:
         + (f" --npernode {per_node}" if placement.num_nodes > 1 else "")
         + " trainkit fit ...)"
     )
-    if cluster.external:
+    if cluster.creates_processes_externally:
         raise ConfigError(
             "trainer.strategy",
             "horovod",
@@ -115,6 +114,12 @@ def check_launched(placement: Placement) -> None:
         "mpirun: trainkit starts no ranks for horovod",
         f"run {launch}, or use strategy ddp and trainkit starts them",
     )
+
+
+def launcher_command(cluster: ClusterEnvironment) -> str:
+    """The command that started the ranks, for messages."""
+    words = cluster.launcher_words
+    return words.command if words is not None else "the launcher"
 
 
 def check_serves_here(address: str) -> None:
@@ -167,7 +172,7 @@ class HorovodStrategy(DDPStrategy):
             print(
                 f"trainkit: strategy horovod: horovod is not usable ({missing}); trainkit's "
                 f"ddp averages the gradients of the {cluster.world_size} ranks "
-                f"{LAUNCHERS.get(cluster.name, 'the launcher')} started instead, to the same "
+                f"{launcher_command(cluster)} started instead, to the same "
                 "weights (docs/clusters.md, 'Horovod')",
                 file=sys.stderr,
                 flush=True,
@@ -179,10 +184,10 @@ class HorovodStrategy(DDPStrategy):
         return "horovod (trainkit's ddp: horovod is not usable)"
 
     def init_process_group(self) -> None:
-        """trainkit's own group; under horovodrun on several hosts rank 0 first checks that the
-        rendezvous address is its own."""
+        """trainkit's own group; where the rendezvous address is the launcher's host (horovodrun
+        on several hosts), rank 0 first checks that it is its own."""
         cluster = self.cluster
-        if cluster.name == "horovod" and cluster.num_nodes > 1 and self.is_global_zero:
+        if cluster.main_address_guessed and cluster.num_nodes > 1 and self.is_global_zero:
             check_serves_here(cluster.main_address)
         super().init_process_group()
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import sys
 import warnings
 from datetime import timedelta
 from typing import Any
@@ -14,13 +13,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from trainkit.common.warnings import PossibleUserWarning
 from trainkit.distributed.comm import all_reduce
-from trainkit.distributed.launchers import Launcher
 from trainkit.distributed.network import use_routable_interface
 from trainkit.distributed.rendezvous import rendezvous_store
 from trainkit.errors import ConfigError
 from trainkit.strategies.base import Placement, Strategy
-from trainkit.utilities.warnings import PossibleUserWarning
 
 BACKEND_ENV = "TRAINKIT_DISTRIBUTED_BACKEND"
 BATCHNORMS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)
@@ -147,7 +145,7 @@ class ParallelStrategy(Strategy):
 
     @property
     def world_size(self) -> int:
-        if self.cluster.external:
+        if self.cluster.creates_processes_externally:
             return self.cluster.world_size
         return self.processes_per_node * self.num_nodes
 
@@ -162,42 +160,6 @@ class ParallelStrategy(Strategy):
     @property
     def node_rank(self) -> int:
         return self.cluster.node_rank
-
-    def launcher(self, max_restarts: int = 0) -> Launcher | None:
-        """None under an external launcher (torchrun, SLURM, MPI start the ranks and restart
-        them) or for a world of one; else the launcher that starts this node's ranks."""
-        if self.cluster.external or self.world_size <= 1:
-            return super().launcher(max_restarts)
-        return self.rank_launcher(max_restarts)
-
-    def rank_launcher(self, max_restarts: int) -> Launcher:
-        """Re-run the command once per local rank (a script or the trainkit command); in an
-        interactive session, which cannot be re-run, fork the ranks from this process."""
-        from trainkit.distributed.launchers.reexec import ReexecLauncher, can_reexecute
-        from trainkit.distributed.launchers.spawn import SpawnLauncher
-
-        node = self.node_placement()
-        if can_reexecute():
-            return ReexecLauncher(self, node, max_restarts)
-        if max_restarts:
-            raise ConfigError(
-                "trainer.max_restarts",
-                max_restarts,
-                f"0 with strategy {self.name} here (restarts re-run the command per rank)",
-                "run it from a script file or the trainkit command",
-            )
-        twin = self.forked_twin()
-        print(
-            "trainkit: this Python session cannot be re-run per rank (interactive); starting the "
-            f"{twin.world_size} ranks as forked processes ({twin.name}, start method fork)",
-            file=sys.stderr,
-            flush=True,
-        )
-        return SpawnLauncher(twin, "fork", node)
-
-    def forked_twin(self) -> ParallelStrategy:
-        """The strategy that ranks forked from an interactive session run (default: this one)."""
-        return self
 
     # ---- the process group ----------------------------------------------------------------------
     @property

@@ -1,5 +1,5 @@
 """Trainer arguments checked before anything runs (strategy, folders, features, stage inputs), and
-the loggers and callbacks they ask for; the loop settings are in loop_settings.py."""
+the loggers and callbacks they ask for; the loop limits are checked in limit_arguments.py."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ import os
 from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from trainkit.callbacks.base import Callback
 from trainkit.errors import ConfigError
 from trainkit.loggers.base import Logger
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from trainkit.datamodule import DataModule
@@ -26,11 +28,10 @@ def check_strategy_settings(
     reference_batch_size: int | None,
     batch_size_mode: str,
 ) -> None:
-    """Settings that depend on the chosen strategy, and the batch/LR rules, checked up front."""
-    from trainkit.distributed.world_check import check_launched_world
+    """The batch/LR rules for the chosen strategy's world, checked up front (the strategy checked
+    its own settings, and the world a launcher started, when it connected)."""
     from trainkit.scaling import lr_factor, per_device_batch
 
-    check_launched_world(strategy)  # srun/torchrun/mpirun started the world the config asks for
     lr_factor(lr_scaling, reference_batch_size or 1, reference_batch_size)
     per_device_batch(strategy.world_size, strategy.world_size, batch_size_mode)
 
@@ -132,13 +133,33 @@ def apply_torch_flags(deterministic: bool | str | None, benchmark: bool | None) 
         torch.backends.cudnn.benchmark = benchmark
 
 
-def _as_list(items: object, exclude: tuple[type, ...]) -> list[Any]:
-    """One object or any sequence of them (a list, a tuple, Hydra's ListConfig) as a list."""
+# the Trainer arguments that take one instance or a list: the argument, its forms, the fix
+LISTED: dict[type, tuple[str, str, str]] = {
+    Logger: (
+        "trainer.logger",
+        "true, false, a Logger or a list of Loggers",
+        "give logger instances (class_path: TensorBoardLogger in YAML)",
+    ),
+    Callback: (
+        "trainer.callbacks",
+        "a Callback or a list of Callbacks",
+        "give callback instances (class_path: ModelCheckpoint in YAML)",
+    ),
+}
+
+
+def instances_of(kind: type[T], items: object) -> list[T]:
+    """One ``kind`` or any sequence of them (a list, a tuple, Hydra's ListConfig) as a list; any
+    other item is a ``ConfigError`` on its argument (``LISTED``)."""
     if items is None:
         return []
-    if isinstance(items, (*exclude, str)) or not isinstance(items, Iterable):
-        return [items]
-    return list(items)
+    listed = [items] if isinstance(items, kind | str) or not isinstance(items, Iterable) else items
+    found: list[T] = []
+    for item in listed:
+        if not isinstance(item, kind):
+            raise ConfigError(LISTED[kind][0], item, *LISTED[kind][1:])
+        found.append(item)
+    return found
 
 
 def build_loggers(logger: object, root: str) -> list[Logger]:
@@ -148,15 +169,8 @@ def build_loggers(logger: object, root: str) -> list[Logger]:
         return [default_logger(root)]
     if logger in (False, None):
         return []
-    loggers = _as_list(logger, (Logger,))
+    loggers = instances_of(Logger, logger)
     for item in loggers:
-        if not isinstance(item, Logger):
-            raise ConfigError(
-                "trainer.logger",
-                item,
-                "true, false, a Logger or a list of Loggers",
-                "give logger instances (class_path: TensorBoardLogger in YAML)",
-            )
         if item.follows_root_dir:
             item.save_dir = root
     return loggers
@@ -188,15 +202,7 @@ def build_callbacks(
     checkpointing, model summary, a Timer for ``max_time``, a dry run's probe), in running order."""
     from trainkit import callbacks as builtin
 
-    items = _as_list(callbacks, (Callback,))
-    for item in items:
-        if not isinstance(item, Callback):
-            raise ConfigError(
-                "trainer.callbacks",
-                item,
-                "a Callback or a list of Callbacks",
-                "give callback instances (class_path: ModelCheckpoint in YAML)",
-            )
+    items = instances_of(Callback, callbacks)
 
     def missing(kind: type) -> bool:
         return not any(isinstance(cb, kind) for cb in items)

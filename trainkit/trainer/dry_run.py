@@ -23,11 +23,11 @@ from trainkit.metrics import closest_key_hint
 from trainkit.strategies.shards import local_part
 
 if TYPE_CHECKING:
-    from trainkit.callbacks.trainer_view import TrainerView
+    from trainkit.common.types import STEP_OUTPUT
     from trainkit.module import TrainModule
     from trainkit.scaling import RunSummary
     from trainkit.state import LoopLimits, RunState
-    from trainkit.utilities.types import STEP_OUTPUT
+    from trainkit.trainer.trainer import Trainer
 
 
 BATCHES = (
@@ -64,28 +64,13 @@ class DryRunProbe(Callback):
         self.val_batches: list[float] = []
         self._started = 0.0
 
-    def on_fit_start(self, trainer: TrainerView, pl_module: TrainModule) -> None:
+    def on_fit_start(self, trainer: Trainer, pl_module: TrainModule) -> None:
         if torch.cuda.is_available() and pl_module.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(pl_module.device)
 
-    def on_train_batch_start(
-        self, trainer: TrainerView, pl_module: TrainModule, batch: Any, batch_idx: int
-    ) -> None:
-        self._started = time.perf_counter()
-
-    def on_train_batch_end(
-        self,
-        trainer: TrainerView,
-        pl_module: TrainModule,
-        outputs: STEP_OUTPUT,
-        batch: Any,
-        batch_idx: int,
-    ) -> None:
-        self.train_steps.append(time.perf_counter() - self._started)
-
     def on_validation_batch_start(
         self,
-        trainer: TrainerView,
+        trainer: Trainer,
         pl_module: TrainModule,
         batch: Any,
         batch_idx: int,
@@ -95,14 +80,19 @@ class DryRunProbe(Callback):
 
     def on_validation_batch_end(
         self,
-        trainer: TrainerView,
+        trainer: Trainer,
         pl_module: TrainModule,
         outputs: STEP_OUTPUT,
         batch: Any,
         batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:
-        self.val_batches.append(time.perf_counter() - self._started)
+        times = self.val_batches if trainer.evaluating else self.train_steps
+        times.append(time.perf_counter() - self._started)
+
+    # a training batch is timed alike: its hooks take the same arguments, less dataloader_idx
+    on_train_batch_start = on_validation_batch_start
+    on_train_batch_end = on_validation_batch_end
 
     def reading(self, rank: int, module: torch.nn.Module) -> RankReading:
         """This rank's measurements, once the dry run's batches ran."""
@@ -146,7 +136,7 @@ def nothing_left(global_step: int) -> str:
 
 def find_probe(state: RunState) -> DryRunProbe | None:
     """The run's probe (None: not a dry run)."""
-    return next((cb for cb in state.callbacks if isinstance(cb, DryRunProbe)), None)
+    return next((cb for cb in state.given.callbacks if isinstance(cb, DryRunProbe)), None)
 
 
 def check_monitors(state: RunState, metrics: dict[str, Any]) -> None:
@@ -154,7 +144,7 @@ def check_monitors(state: RunState, metrics: dict[str, Any]) -> None:
     a real run would stop at its first check, after an epoch."""
     watchers: list[tuple[str, str]] = [
         (type(cb).__name__, monitor)
-        for cb in state.callbacks
+        for cb in state.given.callbacks
         if isinstance(monitor := getattr(cb, "monitor", None), str)
     ]
     watchers += [
@@ -217,7 +207,7 @@ def _epoch_seconds(
         return train
     batches = sum(
         limited_batches(loader, limits.limit_val_batches, "limit_val_batches")
-        for loader in state.val_loaders
+        for loader in state.given.val_loaders
     )
     per_epoch = 1 / limits.check_val_every_n_epoch if limits.check_val_every_n_epoch else 1
     if isinstance(limits.val_check_interval, float) and limits.val_check_interval < 1:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from trainkit.combined_loader import CombinedBatches, CombinedLoader
 from trainkit.data import prepare_loader
 from trainkit.errors import ConfigError
 from trainkit.scaling import per_device_batch
 from trainkit.strategies import Strategy
-from trainkit.utilities.combined_loader import CombinedBatches, CombinedLoader
 
 
 def prepare_loaders(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -23,14 +24,13 @@ from trainkit.loops.predict import PredictLoop
 from trainkit.metrics import to_float
 from trainkit.module import TrainModule
 from trainkit.scaling import RunSummary, effective_batch_size
-from trainkit.state import LoopLimits, RunState
+from trainkit.state import LoopLimits, RunningStage, RunState, TrainerFn, TrainerStatus
 from trainkit.strategies import Strategy
 from trainkit.trainer import spawned
 from trainkit.trainer.arguments import check_stage_inputs, datamodule_given_as_loaders
 from trainkit.trainer.loaders import prepare_loaders
 from trainkit.trainer.lr_scaling import scale_lr_for_batch
-from trainkit.trainer.properties import find_checkpoint_callback
-from trainkit.trainer.settings import StageSettings
+from trainkit.trainer.readouts.callbacks import find_checkpoint_callback
 from trainkit.trainer.stage import (
     discard_unfinished_run_folder,
     log_hyperparams,
@@ -38,23 +38,40 @@ from trainkit.trainer.stage import (
     setup_run,
     teardown_run,
 )
+from trainkit.trainer.stage_settings import StageSettings
 from trainkit.trainer.summary import describe_run, print_closing, print_summary, resumed
 from trainkit.tuner.search import TunerExit
 
 if TYPE_CHECKING:
-    from trainkit.callbacks.trainer_view import TrainerView
+    from trainkit.trainer.trainer import Trainer
 
-FIRST_LOOP = {"fit": "train", "validate": "validate", "test": "test", "predict": "predict"}
+FIRST_LOOP = {
+    TrainerFn.FITTING: RunningStage.TRAINING,
+    TrainerFn.VALIDATING: RunningStage.VALIDATING,
+    TrainerFn.TESTING: RunningStage.TESTING,
+    TrainerFn.PREDICTING: RunningStage.PREDICTING,
+}
+
+
+@dataclass(frozen=True)
+class StageCall:
+    """A stage method's call, resolved: what ``run`` runs here, or in each spawned rank."""
+
+    stage: TrainerFn
+    module: TrainModule
+    datamodule: DataModule | None
+    ckpt_path: str | None
+    loaders: tuple  # the stage method's loader arguments
+    weights_only: bool | None  # how the checkpoint loads (None: the Trainer's setting)
 
 
 class StageRunner:
     """Runs fit/validate/test/predict in this process, from the run state it is given.
 
-    ``owner`` is the object the module, the data module and the callbacks get as their
-    ``trainer`` (the public Trainer, typed as the callbacks' ``TrainerView``, which it
-    satisfies); the runner only hands it over and never reads it."""
+    ``owner`` is the Trainer, which the module, the data module and the callbacks get as their
+    ``trainer``; the runner only hands it over and never reads it."""
 
-    def __init__(self, state: RunState, owner: TrainerView, settings: StageSettings) -> None:
+    def __init__(self, state: RunState, owner: Trainer, settings: StageSettings) -> None:
         self.state = state
         self.owner = owner
         self.settings = settings
@@ -66,20 +83,15 @@ class StageRunner:
         return self.state.strategy
 
     @property
-    def num_nodes(self) -> int:
-        return self.settings.num_nodes
-
-    @property
     def effective_batch_size(self) -> int | None:
         """Samples per optimizer step across every rank (None before the train loader is known)."""
-        batch = getattr(self.state.train_loader, "batch_size", None)
+        batch = getattr(self.state.given.train_loader, "batch_size", None)
         if batch is None:
             return None
-        devices = self.strategy.world_size // self.num_nodes if self.strategy.is_distributed else 1
+        nodes, strategy = self.settings.num_nodes, self.strategy
+        devices = strategy.world_size // nodes if strategy.is_distributed else 1
         accumulate = self.state.limits.accumulate_grad_batches
-        return effective_batch_size(
-            batch, devices, self.num_nodes, accumulate, self.strategy.batch_loading
-        )
+        return effective_batch_size(batch, devices, nodes, accumulate, strategy.batch_loading)
 
     def save_checkpoint(
         self, filepath: str, weights_only: bool = False, storage_options: object = None
@@ -94,7 +106,7 @@ class StageRunner:
 
     def launch(
         self,
-        stage: str,
+        stage: TrainerFn,
         model: TrainModule | None,
         datamodule: DataModule | None,
         ckpt_path: str | None,
@@ -108,42 +120,35 @@ class StageRunner:
         if compiled_by_user is not None and state.compile_options is None:
             state.compile_options = compiled_by_user
         datamodule, loaders = datamodule_given_as_loaders(datamodule, loaders)
-        data = datamodule if datamodule is not None else state.datamodule
-        check_stage_inputs(stage, model if model is not None else state.module, data, loaders)
+        data = datamodule if datamodule is not None else state.given.datamodule
+        check_stage_inputs(stage, model if model is not None else state.given.module, data, loaders)
         module: TrainModule = model if model is not None else state.require_module()
         self.strategy.check_module(module)
         if ckpt_path is not None:  # a given checkpoint replaces the one set as trainer.ckpt_path
             state.chosen_ckpt_path = None
         ckpt_path = ckpt_path if ckpt_path is not None else state.chosen_ckpt_path
+        call = StageCall(stage, module, datamodule, ckpt_path, loaders, weights_only)
         launcher = self.strategy.launcher(self.settings.max_restarts)
         if launcher is None:
-            return self.run(stage, module, datamodule, ckpt_path, loaders, weights_only)
+            return self.run(call)
         module.trainer = None
         if isinstance(launcher, SpawnLauncher):  # its strategy: ours, or our forked twin
             state.strategy = launcher.strategy
-            named = {"model": module, "datamodule": datamodule, "callbacks": state.callbacks}
+            named = {"model": module, "datamodule": datamodule, "callbacks": state.given.callbacks}
             check_picklable({**named, "dataloaders": loaders})
-        arguments = (stage, module, datamodule, ckpt_path, loaders, weights_only)
-        result = launcher.launch(self.run_in_spawned_rank, *arguments)
+        result = launcher.launch(self.run_in_spawned_rank, call)
         spawned.adopt_rank_result(state, result, module, datamodule)  # rank 0's
         module.trainer = self.owner
         return result["output"]
 
-    def run(
-        self,
-        stage: str,
-        model: TrainModule,
-        datamodule: DataModule | None,
-        ckpt_path: str | None,
-        loaders: tuple,
-        weights_only: bool | None = None,
-    ) -> Any:
-        """Run ``stage`` ('fit', 'validate', 'test', 'predict') with ``loaders`` (the stage
-        method's loader arguments) in this process; returns what the stage method returns.
-        ``weights_only``: how the checkpoint loads (None: the Trainer's setting)."""
-        state = self.state
+    def run(self, call: StageCall) -> Any:
+        """Run the stage ('fit', 'validate', 'test', 'predict') of ``call`` in this process;
+        returns what the stage method returns."""
+        state, stage, ckpt_path, loaders = self.state, call.stage, call.ckpt_path, call.loaders
         state.board.mark(rank_board.SETUP)
-        state.stage, state.running_stage, state.status = stage, FIRST_LOOP[stage], "running"
+        now = state.trainer_state
+        now.fn, now.stage, now.status = stage, FIRST_LOOP[stage], TrainerStatus.RUNNING
+        weights_only = call.weights_only
         if weights_only is None:
             weights_only = self.settings.checkpoint_weights_only
         status, mistake = "success", False
@@ -152,7 +157,7 @@ class StageRunner:
             ckpt_path = self._checkpoint_file(ckpt_path, weights_only)  # 'last'/'best' resolved
             state.ckpt_path = ckpt_path
             evaluated = ckpt_path if stage != "fit" else None
-            setup_run(state, self.owner, stage, model, datamodule, evaluated)
+            setup_run(state, self.owner, stage, call.module, call.datamodule, evaluated)
             if stage == "fit":
                 return self._fit(ckpt_path, weights_only, *loaders)
             if stage == "predict":
@@ -162,10 +167,10 @@ class StageRunner:
             return None
         except BaseException as error:
             failure = error
-            state.status = "interrupted"
+            now.status = TrainerStatus.INTERRUPTED
             state.hooks.call_callbacks("on_exception", error)
-            if state.datamodule is not None:
-                state.datamodule.on_exception(error)
+            if state.given.datamodule is not None:
+                state.given.datamodule.on_exception(error)
             checkpoint_state.finish_saves(state, error)  # the save in flight lands first
             status = "failed"
             mistake = isinstance(error, (ConfigError, MisconfigurationError, CheckpointError))
@@ -178,28 +183,19 @@ class StageRunner:
                 if failure is None:  # folder): the run's own failure stays the one reported
                     raise
                 failure.add_note(f"also, while tearing the run down: {teardown_error}")
-            if mistake:  # the run the input stopped leaves no empty version behind
+            if mistake or failure is not None:  # a failed run leaves no empty version behind
                 discard_unfinished_run_folder(state)
             state.created_log_dir = False  # later stages' failures keep this stage's folder
             if status == "success":
-                state.status, state.running_stage = "finished", None
+                now.status, now.stage = TrainerStatus.FINISHED, None
             closing, self._closing = self._closing, None
             if closing is not None:
                 closing()
 
-    def run_in_spawned_rank(
-        self,
-        strategy: Strategy,
-        stage: str,
-        model: TrainModule,
-        datamodule: DataModule | None,
-        ckpt_path: str | None,
-        loaders: tuple,
-        weights_only: bool | None = None,
-    ) -> dict[str, Any]:
+    def run_in_spawned_rank(self, strategy: Strategy, call: StageCall) -> dict[str, Any]:
         """In a spawned rank: run the stage with this rank's strategy; what rank 0 sends back."""
         self.state.strategy = strategy
-        output = self.run(stage, model, datamodule, ckpt_path, loaders, weights_only)
+        output = self.run(call)
         return spawned.rank_result(self.state, output)
 
     def _checkpoint_file(self, ckpt_path: str | None, weights_only: bool) -> str | None:
@@ -207,7 +203,7 @@ class StageRunner:
             return None
         return checkpoint_state.resolve_path(
             ckpt_path,
-            find_checkpoint_callback(self.state.callbacks),
+            find_checkpoint_callback(self.state.given.callbacks),
             self.state.default_root_dir,
             weights_only,
         )
@@ -238,7 +234,7 @@ class StageRunner:
         lr = scale_lr_for_batch(
             state, settings.lr_scaling, settings.reference_batch_size, effective
         )
-        planned = settings.dry_run or state.limits  # a dry run describes the real run
+        planned = settings.dry_run_of or state.limits  # a dry run describes the real run
         self.run_summary = describe_run(state, settings.selection, effective, lr, planned)
         resumed_from = self._restore(ckpt_path, True, weights_only)
         if resumed_from is not None:
@@ -247,7 +243,7 @@ class StageRunner:
         show_summary = settings.show_summary and self.strategy.is_global_zero
         if show_summary:
             print_summary(self.run_summary)
-        if settings.dry_run is not None and resumed_from is not None:
+        if settings.dry_run_of is not None and resumed_from is not None:
             from trainkit.trainer import dry_run
 
             position = state.position
@@ -263,12 +259,9 @@ class StageRunner:
 
         # loaders from the module's or datamodule's hooks can be asked for again: every N
         # epochs, or at a new batch size (BatchSizeFinder)
-        state.reload_loaders = None
-        if train_loaders is None:
-            state.reload_loaders = lambda kind: self._loaders(
-                kind, val_loaders if kind == "val" else None
-            )
-        checkpoint_callback = find_checkpoint_callback(state.callbacks)
+        reload = self._reloader(val_loaders) if train_loaders is None else None
+        state.given = replace(state.given, reload_loaders=reload)
+        checkpoint_callback = find_checkpoint_callback(state.given.callbacks)
         log_dir = state.log_dir or state.default_root_dir
         with torch.autograd.set_detect_anomaly(settings.detect_anomaly):
             run_watching_stop_signals(
@@ -278,8 +271,8 @@ class StageRunner:
                 checkpoint_state.last_checkpoint_path(checkpoint_callback, log_dir),
             )
         checkpoint_state.finish_saves(state)  # the save in flight is on disk; a failed one raises
-        if settings.dry_run is not None:
-            self._report_dry_run(settings.dry_run)
+        if settings.dry_run_of is not None:
+            self._report_dry_run(settings.dry_run_of)
             return
         if show_summary and state.stop.preempted is None:
             # said once the stage is torn down: a progress bar still drawing would overwrite it
@@ -302,7 +295,7 @@ class StageRunner:
 
     def _save_preemption_checkpoint(self, path: str) -> None:
         self.save_checkpoint(path)
-        callback = find_checkpoint_callback(self.state.callbacks)
+        callback = find_checkpoint_callback(self.state.given.callbacks)
         if callback is not None:
             callback.last_model_path = path
 
@@ -316,10 +309,6 @@ class StageRunner:
     ) -> list[dict[str, float]]:
         kind = "val" if stage == "validate" else "test"
         loaders = self._evaluation_loaders(stage, kind, dataloaders, ckpt_path, weights_only)
-        if stage == "validate":
-            self.state.val_loaders = loaders
-        else:
-            self.state.test_loaders = loaders
         loop_stage = "validation" if stage == "validate" else "test"
         results = EvalLoop(self.state, loop_stage).run(
             loaders, self.state.limits.limit_for(loop_stage)
@@ -341,13 +330,12 @@ class StageRunner:
         loaders = self._evaluation_loaders(
             "predict", "predict", dataloaders, ckpt_path, weights_only
         )
-        self.state.predict_loaders = loaders
         limit = self.state.limits.limit_predict_batches
         # a writer that writes at the epoch's end is given every prediction, even when the
         # caller asked for none back (as Lightning keeps them)
         written_at_end = any(
             isinstance(cb, BasePredictionWriter) and cb.interval.on_epoch
-            for cb in self.state.callbacks
+            for cb in self.state.given.callbacks
         )
         keep = return_predictions is not False or written_at_end
         outputs = PredictLoop(self.state).run(loaders, limit, keep)
@@ -359,24 +347,30 @@ class StageRunner:
         self, stage: str, kind: str, given: object, ckpt_path: str | None, weights_only: bool
     ) -> list[Any]:
         """The loaders of validate/test/predict, with the module on its device and weights loaded."""
+        state = self.state
         loaders = self._loaders(kind, given)
-        self.state.stage_loaders = loaders
-        self.state.reload_loaders = None
-        if given is None:
-            self.state.reload_loaders = lambda kind: self._loaders(kind, None)
+        reload = self._reloader(None) if given is None else None
+        state.given = replace(state.given, stage_loaders=loaders, reload_loaders=reload)
         if not loaders:
             raise MisconfigurationError(
                 f"{stage} needs data: pass dataloaders or a datamodule with one"
             )
-        self.state.require_module().to(self.strategy.root_device)
+        state.require_module().to(self.strategy.root_device)
         self._restore(ckpt_path, False, weights_only)
+        # the stage's loaders by kind: trainer.val_dataloaders, test_dataloaders...
+        state.given = replace(state.given, **{f"{kind}_loaders": loaders})
         return loaders
+
+    def _reloader(self, val_given: object) -> Callable[[str], list[Any]]:
+        """Asks the module's or datamodule's hooks for a kind's loaders again (the validation
+        loaders given to fit stay those)."""
+        return lambda kind: self._loaders(kind, val_given if kind == "val" else None)
 
     def _loaders(self, kind: str, given: object) -> list[Any]:
         """The stage's loaders (given, else from the datamodule or module), ready for the strategy."""
         if given is None:
-            datamodule = self.state.datamodule
-            source = datamodule if datamodule is not None else self.state.module
+            datamodule = self.state.given.datamodule
+            source = datamodule if datamodule is not None else self.state.given.module
             method = getattr(source, f"{kind}_dataloader", None)
             given = method() if callable(method) else None
             if given is None and kind == "train" and callable(method):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from trainkit.datamodule import DataModule
@@ -19,8 +20,12 @@ def rank_result(state: RunState, output: object) -> dict[str, Any]:
             for k, v in state.metrics.epoch_metrics.items()
         },
         "log_dir": state.log_dir,
-        "trainer_state": (state.stage, state.running_stage, state.status),
-        "callbacks": {cb.state_key: cb.state_dict() for cb in state.callbacks},
+        "trainer_state": (
+            state.trainer_state.fn,
+            state.trainer_state.stage,
+            state.trainer_state.status,
+        ),
+        "callbacks": {cb.state_key: cb.state_dict() for cb in state.given.callbacks},
         "output": output,
     }
 
@@ -30,14 +35,16 @@ def adopt_rank_result(
 ) -> None:
     """Put rank 0's result into the caller's run state and ``model``."""
     model.load_state_dict(result["state_dict"])
-    state.module, state.datamodule = model, datamodule
+    state.given = replace(state.given, module=model, datamodule=datamodule)
     state.position.epoch = result["position"]["epoch"]
     state.position.global_step = result["position"]["global_step"]
     state.position.batches_stepped = result["position"]["batches_stepped"]
+    state.position.cut_short = result["position"].get("cut_short", False)
     state.metrics.epoch_metrics = result["metrics"]
     state.log_dir = result["log_dir"]
-    state.stage, state.running_stage, state.status = result["trainer_state"]
-    for callback in state.callbacks:
+    trainer_state = state.trainer_state
+    trainer_state.fn, trainer_state.stage, trainer_state.status = result["trainer_state"]
+    for callback in state.given.callbacks:
         callback_state = result["callbacks"].get(callback.state_key)
         if callback_state:
             callback.load_state_dict(callback_state)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from trainkit.callbacks.base import Callback, overrides
+from trainkit.callbacks.base import Callback
+from trainkit.common.hooks import overrides
 from trainkit.compiling import compile_forward, restore_forward
 from trainkit.cycle_collector import rare_collections
 from trainkit.datamodule import DataModule
@@ -22,14 +24,17 @@ from trainkit.module import TrainModule, defines_optimizers
 from trainkit.optim import parse_optimizers
 from trainkit.profilers import Profiler
 from trainkit.scaling import RunSummary
-from trainkit.state import Hooks, LoopLimits, Metrics, RunState
+from trainkit.state import LoopLimits, RunState, StageInputs, TrainerFn
 from trainkit.strategies import Strategy
 from trainkit.strategies.precision import Precision
 from trainkit.trainer.arguments import sort_callbacks
 
+if TYPE_CHECKING:
+    from trainkit.trainer.trainer import Trainer
+
 
 def new_run_state(
-    owner: object,
+    owner: Trainer,
     limits: LoopLimits,
     strategy: Strategy,
     precision: Precision,
@@ -45,12 +50,11 @@ def new_run_state(
         strategy=strategy,
         precision=precision,
         # the dispatcher and the hub receive the state itself: set right below
-        hooks=cast(Hooks, None),
-        metrics=cast(Metrics, None),
+        hooks=cast(HookDispatcher, None),
+        metrics=cast(MetricHub, None),
         profiler=profiler,
         board=RankBoard(),
-        callbacks=callbacks,
-        loggers=loggers,
+        given=StageInputs(callbacks=callbacks, loggers=loggers),
         default_root_dir=default_root_dir,
     )
     state.hooks = HookDispatcher(owner, state)
@@ -68,8 +72,8 @@ def publish_rank(rank: int) -> None:
 
 def setup_run(
     state: RunState,
-    owner: object,
-    stage: str,
+    owner: Trainer,
+    stage: TrainerFn | str,
     model: TrainModule,
     datamodule: DataModule | None,
     evaluated: str | None = None,
@@ -80,28 +84,31 @@ def setup_run(
     strategy = state.strategy
     strategy.setup_environment()
     publish_rank(strategy.global_rank)
-    state.stage = stage
-    state.position.fitting = stage == "fit"
+    state.trainer_state.fn = fn = TrainerFn(stage)
+    stage = fn.value  # the hooks get the plain name ('fit'), equal to the enum's member
+    state.position.fitting = fn is TrainerFn.FITTING
     state.metrics.reset()
-    state.module = model
+    given = state.given
+    state.given = given = replace(
+        given, module=model, datamodule=datamodule if datamodule is not None else given.datamodule
+    )
     model.trainer = owner
     if datamodule is not None:
-        state.datamodule = datamodule
         datamodule.trainer = owner
-    if not state.model_callbacks_added:
-        state.callbacks[:] = sort_callbacks([*state.callbacks, *model.configure_callbacks()])
+    if not state.model_callbacks_added:  # in place: trainer.callbacks stays the list it was
+        given.callbacks[:] = sort_callbacks([*given.callbacks, *model.configure_callbacks()])
         state.model_callbacks_added = True
     if evaluated is not None:
-        join_run_of(state.loggers, evaluated)
+        join_run_of(state.given.loggers, evaluated)
     resolve_log_dir(state)
     state.profiler.setup(stage, strategy.local_rank, state.log_dir)
     prepare_data(state, model)
-    if state.datamodule is not None:  # Lightning's order, and the stage by keyword
-        state.datamodule.setup(stage=stage)
+    if state.given.datamodule is not None:  # Lightning's order, and the stage by keyword
+        state.given.datamodule.setup(stage=stage)
     state.hooks.call_callbacks("setup", stage=stage)
     model.setup(stage=stage)
     # layers built here: shard-first under fsdp when fitting, on the device otherwise
-    sharded = stage == "fit"
+    sharded = fn is TrainerFn.FITTING
     with strategy.module_init_context() if sharded else torch.device(strategy.root_device):
         model.configure_model()
 
@@ -111,7 +118,7 @@ def prepare_data(state: RunState, model: TrainModule) -> None:
     rank 0 of each node (global rank 0 where ``prepare_data_per_node`` is False) while the
     other ranks wait."""
     strategy = state.strategy
-    for owner, base in ((state.datamodule, DataModule), (model, TrainModule)):
+    for owner, base in ((state.given.datamodule, DataModule), (model, TrainModule)):
         if owner is None or not overrides(owner, base, "prepare_data"):
             continue
         per_node = getattr(owner, "prepare_data_per_node", True)
@@ -120,19 +127,20 @@ def prepare_data(state: RunState, model: TrainModule) -> None:
         strategy.barrier()
 
 
-def teardown_run(state: RunState, stage: str, status: str = "success") -> None:
+def teardown_run(state: RunState, fn: TrainerFn, status: str = "success") -> None:
     """Undo setup_run's hooks, finalize loggers with ``status`` ('success' or 'failed'), print
     the profile; the process group stays."""
-    model = state.module
+    stage = TrainerFn(fn).value
+    model = state.given.module
     if model is not None and state.compile_options is not None:
         restore_forward(model)
-    if state.datamodule is not None:  # Lightning's order, and the stage by keyword
-        state.datamodule.teardown(stage=stage)
+    if state.given.datamodule is not None:  # Lightning's order, and the stage by keyword
+        state.given.datamodule.teardown(stage=stage)
     state.hooks.call_callbacks("teardown", stage=stage)
     if model is not None:
         model.teardown(stage=stage)
     if state.strategy.is_global_zero:
-        for logger in state.loggers:
+        for logger in state.given.loggers:
             logger.finalize(status)
         if state.profiler.enabled:
             state.profiler.describe()
@@ -157,18 +165,20 @@ def resolve_log_dir(state: RunState) -> None:
     if state.log_dir is not None:
         return
     strategy = state.strategy
-    if state.loggers:
+    if state.given.loggers:
         from trainkit.loggers.tracking import TrackingLogger
 
-        for logger in state.loggers:  # a remote store's run keeps its files here (Lightning's rule)
+        for (
+            logger
+        ) in state.given.loggers:  # a remote store's run keeps its files here (Lightning's rule)
             if isinstance(logger, TrackingLogger) and logger.save_dir is None:
                 logger.files_root = state.default_root_dir
-        first = state.loggers[0]
+        first = state.given.loggers[0]
         version = first.version
         if version is None and strategy.is_global_zero:
             version = next_version(first.root_dir)
         version = strategy.broadcast(version)
-        for logger in state.loggers:
+        for logger in state.given.loggers:
             if logger.version is None:
                 logger.version = version
         # rank 0's: a remote store's experiment id is known where the run started
@@ -176,18 +186,21 @@ def resolve_log_dir(state: RunState) -> None:
     else:
         state.log_dir = state.default_root_dir
     if strategy.is_global_zero and state.log_dir is not None:  # SaveConfigCallback writes there
-        state.created_log_dir = bool(state.loggers) and not Path(state.log_dir).exists()
+        state.created_log_dir = bool(state.given.loggers) and not Path(state.log_dir).exists()
         Path(state.log_dir).mkdir(parents=True, exist_ok=True)
 
 
 def discard_unfinished_run_folder(state: RunState) -> None:
-    """After a fit stopped by a mistake in its input (a monitored key nobody logs, a bad
-    ``self.log``): rank 0 removes the version folder this run made, unless it holds a
-    checkpoint, so the corrected run is not the next version beside an empty one."""
+    """After a failed run: rank 0 removes the version folder this run made when it holds
+    nothing the run wrote (only the config it was given), so the corrected run is not the
+    next version beside an empty one; what was logged stays, as under Lightning."""
     if not (state.created_log_dir and state.strategy.is_global_zero and state.log_dir):
         return
     folder, root = Path(state.log_dir), Path(state.default_root_dir).resolve()
-    if folder.is_dir() and not any(folder.rglob("*.ckpt")):
+    # as Lightning's: what the run logged (metrics.csv, events, hparams.yaml) stays
+    # (config.yaml is the input the run was given, written before it ran: not a result)
+    logged = (p for p in folder.rglob("*") if p.is_file() and p.name != "config.yaml")
+    if folder.is_dir() and not any(logged):
         shutil.rmtree(folder, ignore_errors=True)
         parent = folder.resolve().parent  # the logger's name folder, when nothing else is in it
         while parent != root and root in parent.parents and not any(parent.iterdir()):
@@ -206,14 +219,17 @@ def log_hyperparams(state: RunState, run_summary: RunSummary | None) -> None:
 
     module = state.require_module()
     params = dict(module.hparams) if module.log_hyperparams else {}
-    if state.datamodule is not None and state.datamodule.log_hyperparams:
-        params.update(state.datamodule.hparams)
+    if state.given.datamodule is not None and state.given.datamodule.log_hyperparams:
+        params.update(state.given.datamodule.hparams)
     params = plain_hparams(params)
-    if state.loggers and state.log_dir is not None:
+    # as Lightning: no hyperparameters saved (or saved with logger=False) sends none
+    sent = bool(params)  # nothing saved: Lightning's loggers get no log_hyperparams call
+    if sent and state.given.loggers and state.log_dir is not None:
         (Path(state.log_dir) / "hparams.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     summary = run_summary.as_hparams() if run_summary is not None else {}
-    for logger in state.loggers:  # the startup table too, where hyperparameters are displayed
-        logger.log_hyperparams(params if logger.keeps_hparams_file else {**params, **summary})
+    for logger in state.given.loggers:  # the startup table too, where hyperparameters are displayed
+        if sent or not logger.keeps_hparams_file:
+            logger.log_hyperparams(params if logger.keeps_hparams_file else {**params, **summary})
         logger.log_graph(module)
 
 
@@ -227,7 +243,7 @@ def setup_model_and_optimizers(state: RunState) -> None:
         wrapped = strategy.setup_module(module)
         if module.automatic_optimization or defines_optimizers(module):
             state.optimizers, state.lr_scheduler_configs = parse_optimizers(
-                module.configure_optimizers()
+                module.configure_optimizers(), manual=not module.automatic_optimization
             )
         state.optimizer_types = [type(optimizer) for optimizer in state.optimizers]
         state.wrapped, state.optimizers = strategy.setup_optimizers(
@@ -238,6 +254,17 @@ def setup_model_and_optimizers(state: RunState) -> None:
             f"{len(state.optimizers)} optimizers need manual optimization: set "
             "self.automatic_optimization = False and step them in training_step"
         )
+    accumulate, clip = state.limits.accumulate_grad_batches, state.limits.gradient_clip_val
+    if not module.automatic_optimization and accumulate != 1:  # as Lightning's
+        raise MisconfigurationError(
+            "Automatic gradient accumulation is not supported for manual optimization. Remove "
+            f"`Trainer(accumulate_grad_batches={accumulate})` or switch to automatic optimization."
+        )
+    if not module.automatic_optimization and clip:
+        raise MisconfigurationError(
+            "Automatic gradient clipping is not supported for manual optimization. Remove "
+            f"`Trainer(gradient_clip_val={clip})` or switch to automatic optimization."
+        )
 
 
 def setup_fit(state: RunState, train: list[Any], val: list[Any]) -> None:
@@ -246,7 +273,7 @@ def setup_fit(state: RunState, train: list[Any], val: list[Any]) -> None:
         raise MisconfigurationError(
             "fit needs training data: pass train_dataloaders, a datamodule, or define train_dataloader"
         )
-    state.train_loader = train[0]
-    state.val_loaders = val if state.limits.limit_val_batches != 0 else []
+    val = val if state.limits.limit_val_batches != 0 else []
+    state.given = replace(state.given, train_loader=train[0], val_loaders=val)
     setup_model_and_optimizers(state)
     state.stepper = TrainingStep(state)

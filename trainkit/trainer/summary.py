@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from trainkit.data import limited_batches
 from trainkit.devices import DeviceSelection
 from trainkit.distributed.env import output_is_terminal
+from trainkit.distributed.rank_env import describe_threads
 from trainkit.scaling import RunSummary
 from trainkit.state import LoopLimits, RunState
 from trainkit.trainer.lr_scaling import LRScaling
@@ -29,8 +30,10 @@ def describe_run(
     it was scaled (``effective`` is the effective batch size, None when the loader has no
     batch_size), under ``limits``. Reads only: nothing of the run changes."""
     strategy = state.strategy
-    batches = limited_batches(state.train_loader, limits.limit_train_batches, "limit_train_batches")
-    dataset = getattr(state.train_loader, "dataset", None)
+    batches = limited_batches(
+        state.given.train_loader, limits.limit_train_batches, "limit_train_batches"
+    )
+    dataset = getattr(state.given.train_loader, "dataset", None)
     try:
         samples = len(dataset) if dataset is not None else None
     except TypeError:
@@ -41,6 +44,7 @@ def describe_run(
         devices = f"{selection.count} batch chunks in one process"
     else:
         devices = f"{selection.count} process(es)"
+    per_node = strategy.processes_per_node if strategy.is_distributed else 1
     return RunSummary(
         strategy=strategy.describe(),
         backend=getattr(strategy, "backend", "-") if strategy.is_distributed else "-",
@@ -49,7 +53,7 @@ def describe_run(
         world_size=strategy.world_size,
         num_nodes=strategy.num_nodes,
         precision=strategy.precision,
-        per_device_batch=getattr(state.train_loader, "batch_size", None),
+        per_device_batch=getattr(state.given.train_loader, "batch_size", None),
         accumulate=limits.accumulate_grad_batches,
         effective_batch=effective,
         configured_lr=lr.configured,
@@ -62,8 +66,19 @@ def describe_run(
         total_steps=limits.total_steps(batches),
         seed=os.environ.get("TRAINKIT_GLOBAL_SEED", "not set"),
         log_dir=state.log_dir or state.default_root_dir,
-        processes_per_node=strategy.processes_per_node if strategy.is_distributed else 1,
+        processes_per_node=per_node,
+        optimizer=describe_optimizers(state),
+        threads=describe_threads(per_node, os.environ),
     )
+
+
+def describe_optimizers(state: RunState) -> str:
+    """The optimizers' classes and what made them (the module's configure_optimizers, or the
+    config's optimizer section, which then replaces it)."""
+    module = state.given.module
+    names = ", ".join(type(optimizer).__name__ for optimizer in state.optimizers) or "-"
+    source = getattr(getattr(module, "configure_optimizers", None), "source", None)
+    return f"{names} (from {source or f'{type(module).__name__}.configure_optimizers'})"
 
 
 def print_summary(summary: RunSummary) -> None:
@@ -115,8 +130,8 @@ def print_closing(
         lines.append(f"  best checkpoint  {callback.best_model_path}{monitored}")
     if callback is not None and callback.last_model_path:
         lines.append(f"  last checkpoint  {callback.last_model_path}")
-    if state.loggers:
-        views = [logger.view_command for logger in state.loggers if logger.view_command]
+    if state.given.loggers:
+        views = [logger.view_command for logger in state.given.loggers if logger.view_command]
         shown = f"  ({'; '.join(views)})" if views else ""
         lines.append(f"  logs             {state.log_dir}{shown}")
     print("\n".join(lines), flush=True)

@@ -1,9 +1,11 @@
 """Trainer: the public facade. It resolves devices, strategy and precision, owns the run state
 and a ``StageRunner`` that runs each stage in this process, picks a launcher when ranks must be
-started, and reads out Lightning's names (``trainer/properties.py``) from the run state."""
+started, and inherits Lightning's read-outs of the run state, one class per concept
+(``trainer/readouts/``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +23,7 @@ from trainkit.module import TrainModule
 from trainkit.plugins import CheckpointIO, checkpoint_io_from
 from trainkit.profilers import build_profiler
 from trainkit.scaling import RunSummary
+from trainkit.state import TrainerFn
 from trainkit.strategies import (
     Placement,
     Strategy,
@@ -28,9 +31,6 @@ from trainkit.strategies import (
     strategy_from_accelerator,
 )
 from trainkit.strategies.precision import Precision, normalize_precision
-from trainkit.trainer import limits, loader_readouts, status
-from trainkit.trainer import properties as readouts
-from trainkit.trainer import settings as settings_readouts
 from trainkit.trainer.arguments import (
     NONFINITE,
     Features,
@@ -43,14 +43,54 @@ from trainkit.trainer.arguments import (
     check_writable_dir,
 )
 from trainkit.trainer.dry_run import BATCHES as DRY_RUN_BATCHES
-from trainkit.trainer.launching import fit_under_scheduler
-from trainkit.trainer.loop_settings import fast_dev_limits, loop_limits
+from trainkit.trainer.limit_arguments import fast_dev_limits, loop_limits
+from trainkit.trainer.readouts.callbacks import CallbackReadouts
+from trainkit.trainer.readouts.limits import LimitReadouts
+from trainkit.trainer.readouts.loaders import LoaderReadouts
+from trainkit.trainer.readouts.loggers import LoggerReadouts
+from trainkit.trainer.readouts.parts import PartReadouts
+from trainkit.trainer.readouts.position import PositionReadouts
+from trainkit.trainer.readouts.ranks import RankReadouts
+from trainkit.trainer.readouts.settings import SettingsReadouts
+from trainkit.trainer.readouts.status import StatusReadouts
 from trainkit.trainer.running import StageRunner
-from trainkit.trainer.settings import StageSettings
+from trainkit.trainer.scheduled_fit import fit_under_scheduler
 from trainkit.trainer.stage import new_run_state
+from trainkit.trainer.stage_settings import StageSettings
 
 
-class Trainer:
+def evaluation_method(fn: TrainerFn, loop: str) -> Callable[..., list[dict[str, float]]]:
+    """``Trainer.validate`` and ``Trainer.test``: one implementation, Lightning's signature."""
+
+    def evaluate(
+        self: Trainer,
+        model: TrainModule | None = None,
+        dataloaders: object = None,
+        ckpt_path: str | None = None,
+        verbose: bool = True,
+        datamodule: DataModule | None = None,
+        weights_only: bool | None = None,
+    ) -> list[dict[str, float]]:
+        loaders = (dataloaders, verbose)
+        return self._runner.launch(fn, model, datamodule, ckpt_path, loaders, weights_only)
+
+    evaluate.__name__ = fn.value
+    evaluate.__qualname__ = f"Trainer.{fn.value}"
+    evaluate.__doc__ = f"Run the {loop} loop once; returns one metrics dict per dataloader."
+    return evaluate
+
+
+class Trainer(
+    StatusReadouts,
+    PositionReadouts,
+    LimitReadouts,
+    LoaderReadouts,
+    PartReadouts,
+    CallbackReadouts,
+    LoggerReadouts,
+    RankReadouts,
+    SettingsReadouts,
+):
     """Train and evaluate a TrainModule on one device or many; every argument has a safe default."""
 
     def __init__(
@@ -59,7 +99,7 @@ class Trainer:
         devices: str | int | list[int] = "auto",
         num_nodes: int = 1,
         strategy: str | Strategy = "auto",
-        precision: str | int | None = "32",
+        precision: str | int | None = None,
         max_epochs: int | None = None,
         min_epochs: int | None = None,
         max_steps: int = -1,
@@ -242,7 +282,7 @@ class Trainer:
             # the startup table and closing lines: off with the progress bar, kept by barebones
             show_summary=(features.progress_bar or barebones)
             and (dry_run or not self.fast_dev_run),
-            dry_run=limits if dry_run else None,
+            dry_run_of=limits if dry_run else None,
             max_restarts=check_max_restarts(max_restarts),
         )
         self.barebones = barebones
@@ -261,33 +301,12 @@ class Trainer:
         ``weights_only``: how it loads (None: ``checkpoint_weights_only``)."""
         with fit_under_scheduler(self, ckpt_path) as ckpt_path:  # early signals, restarts, requeue
             loaders = (train_dataloaders, val_dataloaders)
-            self._runner.launch("fit", model, datamodule, ckpt_path, loaders, weights_only)
+            self._runner.launch(
+                TrainerFn.FITTING, model, datamodule, ckpt_path, loaders, weights_only
+            )
 
-    def validate(
-        self,
-        model: TrainModule | None = None,
-        dataloaders: object = None,
-        ckpt_path: str | None = None,
-        verbose: bool = True,
-        datamodule: DataModule | None = None,
-        weights_only: bool | None = None,
-    ) -> list[dict[str, float]]:
-        """Run the validation loop once; returns one metrics dict per dataloader."""
-        loaders = (dataloaders, verbose)
-        return self._runner.launch("validate", model, datamodule, ckpt_path, loaders, weights_only)
-
-    def test(
-        self,
-        model: TrainModule | None = None,
-        dataloaders: object = None,
-        ckpt_path: str | None = None,
-        verbose: bool = True,
-        datamodule: DataModule | None = None,
-        weights_only: bool | None = None,
-    ) -> list[dict[str, float]]:
-        """Run the test loop once; returns one metrics dict per dataloader."""
-        loaders = (dataloaders, verbose)
-        return self._runner.launch("test", model, datamodule, ckpt_path, loaders, weights_only)
+    validate = evaluation_method(TrainerFn.VALIDATING, "validation")
+    test = evaluation_method(TrainerFn.TESTING, "test")
 
     def predict(
         self,
@@ -300,7 +319,9 @@ class Trainer:
     ) -> list[Any] | None:
         """Run ``predict_step`` over the predict loader(s); the outputs per batch (or None)."""
         loaders = (dataloaders, return_predictions)
-        return self._runner.launch("predict", model, datamodule, ckpt_path, loaders, weights_only)
+        return self._runner.launch(
+            TrainerFn.PREDICTING, model, datamodule, ckpt_path, loaders, weights_only
+        )
 
     def init_module(self, empty_init: bool | None = None) -> AbstractContextManager[Any]:
         """A context to build the module in: on the device, or on the meta device under fsdp
@@ -332,96 +353,3 @@ class Trainer:
     def effective_batch_size(self) -> int | None:
         """Samples per optimizer step across every rank (None before the train loader is known)."""
         return self._runner.effective_batch_size
-
-    # ---- Lightning's read-outs of the run state (trainer/properties.py and beside it) -----------
-    state = status.state  # what runs now (trainer/status.py)
-    training = status.training
-    validating = status.validating
-    testing = status.testing
-    predicting = status.predicting
-    sanity_checking = status.sanity_checking
-    evaluating = status.evaluating
-    interrupted = status.interrupted
-    current_epoch = readouts.current_epoch  # loop position and stop state
-    global_step = readouts.global_step
-    num_training_batches = readouts.num_training_batches
-    num_training_batches_seen = readouts.num_training_batches_seen
-    num_eval_batches = readouts.num_eval_batches
-    should_stop = readouts.should_stop
-    preempted = readouts.preempted
-    stalled_attempts = readouts.stalled_attempts
-    received_sigterm = readouts.received_sigterm
-    fit_done = readouts.fit_done
-    is_final_epoch = readouts.is_final_epoch
-    ckpt_path = readouts.ckpt_path
-    lightning_module = readouts.lightning_module  # what runs
-    model = readouts.model
-    datamodule = readouts.datamodule
-    optimizers = readouts.optimizers
-    lr_scheduler_configs = readouts.lr_scheduler_configs
-    predict_loop = readouts.predict_loop
-    precision_plugin = readouts.precision_plugin
-    scaler = readouts.scaler
-    callbacks = readouts.callbacks
-    checkpoint_callback = readouts.checkpoint_callback
-    checkpoint_callbacks = readouts.checkpoint_callbacks
-    early_stopping_callback = readouts.early_stopping_callback
-    early_stopping_callbacks = readouts.early_stopping_callbacks
-    progress_bar_callback = readouts.progress_bar_callback
-    loggers = readouts.loggers
-    logger = readouts.logger
-    profiler = readouts.profiler
-    cli_config = readouts.cli_config
-    log_dir = readouts.log_dir
-    train_loader = loader_readouts.train_loader  # the stages' loaders (loader_readouts.py)
-    val_loaders = loader_readouts.val_loaders
-    train_dataloader = loader_readouts.train_dataloader
-    val_dataloaders = loader_readouts.val_dataloaders
-    test_dataloaders = loader_readouts.test_dataloaders
-    predict_dataloaders = loader_readouts.predict_dataloaders
-    num_val_batches = loader_readouts.num_val_batches
-    num_sanity_val_batches = loader_readouts.num_sanity_val_batches
-    num_test_batches = loader_readouts.num_test_batches
-    num_predict_batches = loader_readouts.num_predict_batches
-    enable_validation = loader_readouts.enable_validation
-    strategy = readouts.strategy  # ranks and devices
-    world_size = readouts.world_size
-    global_rank = readouts.global_rank
-    local_rank = readouts.local_rank
-    node_rank = readouts.node_rank
-    is_global_zero = readouts.is_global_zero
-    device_ids = readouts.device_ids
-    num_devices = readouts.num_devices
-    distributed_sampler_kwargs = readouts.distributed_sampler_kwargs
-    callback_metrics = readouts.callback_metrics  # metrics and sizes
-    progress_bar_metrics = readouts.progress_bar_metrics
-    logged_metrics = readouts.logged_metrics
-    estimated_stepping_batches = readouts.estimated_stepping_batches
-    # loop limits (trainer/limits.py: frozen for the run; accumulate_grad_batches is settable)
-    max_epochs = limits.max_epochs
-    min_epochs = limits.min_epochs
-    max_steps = limits.max_steps
-    min_steps = limits.min_steps
-    limit_train_batches = limits.limit_train_batches
-    limit_val_batches = limits.limit_val_batches
-    limit_test_batches = limits.limit_test_batches
-    limit_predict_batches = limits.limit_predict_batches
-    val_check_interval = limits.val_check_interval
-    check_val_every_n_epoch = limits.check_val_every_n_epoch
-    num_sanity_val_steps = limits.num_sanity_val_steps
-    accumulate_grad_batches = limits.accumulate_grad_batches
-    gradient_clip_val = limits.gradient_clip_val
-    gradient_clip_algorithm = limits.gradient_clip_algorithm
-    log_every_n_steps = limits.log_every_n_steps
-    overfit_batches = limits.overfit_batches
-    reload_dataloaders_every_n_epochs = limits.reload_dataloaders_every_n_epochs
-    # the Trainer's own settings (trainer/settings.py; read-only)
-    selection = settings_readouts.selection
-    lr_scaling = settings_readouts.lr_scaling
-    dry_run = settings_readouts.dry_run
-    reference_batch_size = settings_readouts.reference_batch_size
-    batch_size_mode = settings_readouts.batch_size_mode
-    use_distributed_sampler = settings_readouts.use_distributed_sampler
-    checkpoint_weights_only = settings_readouts.checkpoint_weights_only
-    detect_anomaly = settings_readouts.detect_anomaly
-    max_restarts = settings_readouts.max_restarts

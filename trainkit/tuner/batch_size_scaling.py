@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -21,6 +23,9 @@ from trainkit.tuner.attributes import get_attribute, set_attribute
 from trainkit.tuner.search import Search, free_memory
 from trainkit.tuner.trials import EvalTrials
 from trainkit.tuner.tunable import TunableTrainer
+
+if TYPE_CHECKING:
+    from trainkit.tuner.settings import BatchSizeSearchSettings
 
 OUT_OF_MEMORY = ("out of memory", "can't allocate memory", "CUDNN_STATUS_NOT_SUPPORTED")
 
@@ -83,7 +88,7 @@ class BatchSizeSearch:
 
     # ---- sizes ----------------------------------------------------------------------------------
     def current(self) -> int:
-        return int(get_attribute(self.state.module, self.name, self.state.datamodule))  # type: ignore[arg-type]
+        return int(get_attribute(self.state.given.module, self.name, self.state.given.datamodule))  # type: ignore[arg-type]
 
     def adjust(
         self,
@@ -117,7 +122,7 @@ class BatchSizeSearch:
 
     def write(self, size: int) -> None:
         """``size`` into every holder of the attribute."""
-        set_attribute(self.state.module, self.name, size, self.state.datamodule)
+        set_attribute(self.state.given.module, self.name, size, self.state.given.datamodule)
 
     def dataset_length(self) -> int | None:
         """Samples in the trial's dataset(s) (None for iterable datasets)."""
@@ -125,7 +130,7 @@ class BatchSizeSearch:
         if self.eval_trials is not None:
             loaders = self.eval_trials.loaders
         else:
-            loaders = [state.train_loader]
+            loaders = [state.given.train_loader]
         lengths = [dataset_size(loader) for loader in loaders]
         if not lengths or any(length is None for length in lengths):
             return None
@@ -139,8 +144,8 @@ class BatchSizeSearch:
             return
         state = self.state
         reload = require_reload(state)
-        state.train_loader = reload("train")[0]
-        state.val_loaders = reload("val") if state.limits.limit_val_batches != 0 else []
+        val = reload("val") if state.limits.limit_val_batches != 0 else []
+        state.given = replace(state.given, train_loader=reload("train")[0], val_loaders=val)
 
 
 def dataset_size(loader: object) -> int | None:
@@ -153,13 +158,13 @@ def dataset_size(loader: object) -> int | None:
 
 def require_reload(state: RunState) -> Callable[[str], list[object]]:
     """The stage's loader source; the loaders given straight to the stage cannot be resized."""
-    if state.reload_loaders is None:
+    if state.given.reload_loaders is None:
         raise MisconfigurationError(
             "The Batch size finder cannot be used with dataloaders passed directly to "
-            f"`.{state.stage or 'fit'}()`. Please disable the feature or incorporate the "
+            f"`.{state.trainer_state.fn or 'fit'}()`. Please disable the feature or incorporate the "
             "dataloader into your LightningModule or LightningDataModule."
         )
-    return state.reload_loaders
+    return state.given.reload_loaders
 
 
 def run_power_scaling(search: BatchSizeSearch, new_size: int, max_trials: int) -> int:
@@ -232,19 +237,9 @@ def run_binsearch_scaling(
     return new_size
 
 
-def scale_batch_size(
-    trainer: TunableTrainer,
-    mode: str = "power",
-    steps_per_trial: int = 3,
-    init_val: int = 2,
-    max_trials: int = 25,
-    batch_arg_name: str = "batch_size",
-    margin: float = 0.05,
-    max_val: int = 8192,
-) -> int | None:
+def scale_batch_size(trainer: TunableTrainer, settings: BatchSizeSearchSettings) -> int | None:
     """Find the largest batch size that fits, from where the running stage is; the stage goes on
     with its loaders at that size. None under ``fast_dev_run``."""
-    check_margin(margin)
     if trainer.fast_dev_run:
         if trainer.is_global_zero:
             import warnings
@@ -253,33 +248,30 @@ def scale_batch_size(
         return None
     state = trainer.run_state
     eval_trials = None
-    if state.stage in (None, "fit"):
+    if state.trainer_state.fn in (None, "fit"):
         require_reload(state)
     else:
         eval_trials = EvalTrials(state)
         eval_trials.source()  # loaders given straight to the stage cannot be resized
     with Search(state, "scale_batch_size") as search:
-        state.callbacks = []
+        state.given = replace(state.given, callbacks=[])
         finder = BatchSizeSearch(
-            state, search, batch_arg_name, steps_per_trial, max_val, eval_trials
+            state,
+            search,
+            settings.batch_arg_name,
+            settings.steps_per_trial,
+            settings.max_val,
+            eval_trials,
         )
         finder.setup()
-        new_size, _ = finder.adjust(value=init_val)
+        new_size, _ = finder.adjust(value=settings.init_val)
         finder.reload()
-        if mode == "power":
-            new_size = run_power_scaling(finder, new_size, max_trials)
+        if settings.mode == "power":
+            new_size = run_power_scaling(finder, new_size, settings.max_trials)
         else:
-            new_size = run_binsearch_scaling(finder, new_size, max_trials, margin)
+            new_size = run_binsearch_scaling(finder, new_size, settings.max_trials, settings.margin)
         rank_zero_info(
             f"Finished batch size finder, will continue with full run using batch size {new_size}"
         )
     finder.reload()  # the stage goes on with loaders at the size found
     return new_size
-
-
-def check_margin(margin: float) -> None:
-    if not 0.0 <= margin < 1.0:
-        raise MisconfigurationError(
-            f"batch size finder margin {margin!r}; expected a float in [0, 1): the fraction the "
-            "size found is reduced by in 'binsearch' mode"
-        )

@@ -2,8 +2,10 @@
 
 The weights, optimizers, schedulers, precision scaler and callback states go back through a
 checkpoint of the run (``checkpoint/state.py``: written before the search, restored after it,
-then removed); the loop position, limits, callbacks, loggers, loaders, training step and every
-RNG state are kept aside and put back. So a fit after a search trains exactly as one without it.
+then removed); the loop position, limits, training step and every RNG state are kept aside and
+put back. What the stage was given (callbacks, loggers, loaders: ``state.given``, frozen) is
+never changed: a search's trials replace it whole with a copy, and the stage's own goes back
+when the search ends. So a fit after a search trains exactly as one without it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import torch
 
 from trainkit.checkpoint import state as checkpoint_state
 from trainkit.seed import collect_rng_states, restore_rng_states
-from trainkit.state import LoopLimits, LoopPosition, RunState
+from trainkit.state import LoopLimits, LoopPosition, RunState, StageInputs
 
 
 class TunerExit(Exception):
@@ -34,13 +36,10 @@ class Kept:
     should_stop: bool
     resume: Any
     limits: LoopLimits
-    callbacks: list[Any]
-    loggers: list[Any]
+    given: StageInputs
     lr_scheduler_configs: list[Any]
     stepper: Any
     preemption: Any
-    train_loader: Any
-    val_loaders: list[Any]
     epoch_start_rng: Any
     metric_store: Any
     train_store: Any
@@ -70,7 +69,7 @@ class Search:
         except BaseException:
             self._put_back(self.kept)
             raise
-        state.loggers = []  # a search logs nothing
+        state.given = dataclasses.replace(state.given, loggers=[])  # a search logs nothing
         state.stop.should_stop = False
         state.stop.resume = None  # a resumed fit's pending RNG states and skip wait for its loop
         return self
@@ -105,13 +104,10 @@ class Search:
             should_stop=state.stop.should_stop,
             resume=state.stop.resume,
             limits=state.limits,
-            callbacks=state.callbacks,
-            loggers=state.loggers,
+            given=state.given,
             lr_scheduler_configs=state.lr_scheduler_configs,
             stepper=state.stepper,
             preemption=state.preemption,
-            train_loader=state.train_loader,
-            val_loaders=state.val_loaders,
             epoch_start_rng=state.epoch_start_rng,
             metric_store=state.metrics.active,
             train_store=state.metrics.train_store,
@@ -125,13 +121,10 @@ class Search:
         state.stop.should_stop = kept.should_stop
         state.stop.resume = kept.resume
         state.limits = kept.limits
-        state.callbacks = kept.callbacks
-        state.loggers = kept.loggers
+        state.given = kept.given
         state.lr_scheduler_configs = kept.lr_scheduler_configs
         state.stepper = kept.stepper
         state.preemption = kept.preemption
-        state.train_loader = kept.train_loader
-        state.val_loaders = kept.val_loaders
         state.epoch_start_rng = kept.epoch_start_rng
         state.metrics.active = kept.metric_store
         state.metrics.train_store = kept.train_store

@@ -16,15 +16,16 @@ LOOP_STAGE = {"validate": "validation", "test": "test"}
 
 
 class EvalTrials:
-    """Runs the trials of the running validate/test/predict stage on ``state.stage_loaders``."""
+    """Runs the trials of the running validate/test/predict stage on ``state.given.stage_loaders``."""
 
     def __init__(self, state: RunState) -> None:
-        stage = state.stage or ""
+        fn = state.trainer_state.fn
+        stage = "" if fn is None else fn.value
         if stage not in LOADER_KIND:
             raise MisconfigurationError(
                 f"batch size trials of stage {stage!r}; expected one of {sorted(LOADER_KIND)}"
             )
-        if len(state.stage_loaders) > 1:
+        if len(state.given.stage_loaders) > 1:
             raise MisconfigurationError(
                 f"The Batch size finder cannot be used with multiple {LOADER_KIND[stage]} "
                 "dataloaders; return one loader from the hook"
@@ -34,7 +35,7 @@ class EvalTrials:
 
     @property
     def loaders(self) -> list[Any]:
-        return self.state.stage_loaders
+        return self.state.given.stage_loaders
 
     def run(self, steps: int) -> None:
         """``steps`` batches of the stage's loop."""
@@ -48,7 +49,7 @@ class EvalTrials:
         self.loaders[:] = self.source()(LOADER_KIND[self.stage])
 
     def source(self) -> Callable[[str], list[Any]]:
-        reload = self.state.reload_loaders
+        reload = self.state.given.reload_loaders
         if reload is None:
             raise MisconfigurationError(
                 "The Batch size finder cannot be used with dataloaders passed directly to "

@@ -1,18 +1,12 @@
 """The Trainer as the tuner drives it: its public members and the whole run state, whose
-loaders, optimizers and callbacks a search swaps for its trials."""
+loaders, optimizers and callbacks a search swaps for its trials. The Trainer itself, named for
+the type checker."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
-
-from trainkit.callbacks.trainer_view import TrainerView
+from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
-    from trainkit.state import RunState
+    from trainkit.trainer.trainer import Trainer
 
-
-class TunableTrainer(TrainerView, Protocol):
-    """The Trainer's read-outs and stage methods (``TrainerView``) and its ``RunState``."""
-
-    @property
-    def run_state(self) -> RunState: ...
+TunableTrainer: TypeAlias = "Trainer"

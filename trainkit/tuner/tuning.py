@@ -10,11 +10,11 @@ from trainkit.tuner.tunable import TunableTrainer
 
 if TYPE_CHECKING:
     from trainkit.callbacks.base import Callback
-    from trainkit.callbacks.batch_size_finder import BatchSizeFinder
-    from trainkit.callbacks.lr_finder import LearningRateFinder
     from trainkit.datamodule import DataModule
     from trainkit.module import TrainModule
-    from trainkit.tuner.lr_finder import LRFinder
+    from trainkit.tuner.batch_size_finder import BatchSizeFinder
+    from trainkit.tuner.learning_rate_finder import LearningRateFinder
+    from trainkit.tuner.lr_range_test import LRFinder
 
 Method = Literal["fit", "validate", "test", "predict"]
 METHODS = ("fit", "validate", "test", "predict")
@@ -47,8 +47,8 @@ class Tuner:
         its hparams, the datamodule or its hparams ('power': double until a size fails;
         'binsearch': then bisect, and keep ``margin`` of headroom). Under ddp every rank ends
         with rank 0's size. None under ``fast_dev_run``."""
-        from trainkit.callbacks.batch_size_finder import BatchSizeFinder
         from trainkit.tuner.attributes import set_attribute
+        from trainkit.tuner.batch_size_finder import BatchSizeFinder
 
         check_tuner_configuration(train_dataloaders, val_dataloaders, dataloaders, method)
         self._refuse_second(BatchSizeFinder)
@@ -91,9 +91,9 @@ class Tuner:
         With ``update_attr`` the suggested rate is written to the model's ``lr``/
         ``learning_rate`` (or ``attr_name``). Under ddp rank 0 decides. None under
         ``fast_dev_run``."""
-        from trainkit.callbacks.lr_finder import LearningRateFinder
         from trainkit.tuner.attributes import set_attribute
-        from trainkit.tuner.lr_search import lr_attribute
+        from trainkit.tuner.learning_rate_finder import LearningRateFinder
+        from trainkit.tuner.lr_range_test import lr_attribute
 
         if method != "fit":
             raise MisconfigurationError(

@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -13,8 +12,8 @@ from lightning_utilities.core.rank_zero import rank_zero_warn
 from torch import Tensor
 from torch.utils.data import IterableDataset
 
-from trainkit.errors import MisconfigurationError
-from trainkit.utilities import combined_loader
+from trainkit import combined_loader
+from trainkit.batch_size import extract_batch_size, is_dataclass_instance
 
 if TYPE_CHECKING:
     from trainkit.strategies.base import Strategy
@@ -31,38 +30,6 @@ __all__ = [
 ]
 
 BType = Tensor | str | Mapping[Any, "BType"] | Iterable["BType"]
-
-
-def is_dataclass_instance(obj: object) -> bool:
-    """Whether ``obj`` is an instance of a dataclass (not the class itself)."""
-    return dataclasses.is_dataclass(obj) and not isinstance(obj, type)
-
-
-def _sizes(batch: object) -> Iterator[int]:
-    """The first-dimension size of every tensor in ``batch``, in order (1 for a scalar)."""
-    if isinstance(batch, Tensor):
-        yield int(batch.shape[0]) if batch.ndim else 1
-    elif isinstance(batch, Mapping):
-        for value in batch.values():
-            yield from _sizes(value)
-    elif is_dataclass_instance(batch):
-        for item in dataclasses.fields(batch):  # type: ignore[arg-type]
-            yield from _sizes(getattr(batch, item.name))
-    elif isinstance(batch, Iterable) and not isinstance(batch, str | bytes):
-        for item in batch:
-            yield from _sizes(item)
-
-
-def extract_batch_size(batch: object) -> int:
-    """The size of the first dimension of the first tensor in ``batch`` (dicts, sequences and
-    dataclasses are searched in order)."""
-    try:
-        return next(_sizes(batch))
-    except StopIteration:
-        raise MisconfigurationError(
-            f"extract_batch_size: no tensor in a batch of type {type(batch).__name__}; "
-            "give the size: self.log(..., batch_size=N)"
-        ) from None
 
 
 def has_iterable_dataset(dataloader: object) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainkit.callbacks.base import overrides
+from trainkit.common.hooks import overrides
 
 
 def is_overridden(

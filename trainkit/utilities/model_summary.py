@@ -4,7 +4,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
@@ -12,6 +13,7 @@ from torch.utils.hooks import RemovableHandle
 
 from trainkit.callbacks.model_summary import Summary, format_table, human_count
 from trainkit.callbacks.model_summary import summarize as summarize_layers
+from trainkit.common.properties import TypedProperty
 
 __all__ = [
     "LayerSummary",
@@ -23,6 +25,7 @@ __all__ = [
 ]
 
 UNKNOWN_SIZE = "?"
+T = TypeVar("T")
 
 get_human_readable_count = human_count
 
@@ -85,6 +88,16 @@ class LayerSummary:
         return self._module.training
 
 
+def column(read: Callable[[LayerSummary], T]) -> TypedProperty[list[T]]:
+    """A column of the summary's table: ``read`` of each summarized layer, in order."""
+    return TypedProperty(lambda summary: [read(layer) for layer in summary.summarize().values()])
+
+
+def total(read: Callable[[Summary], T], doc: str | None = None) -> TypedProperty[T]:
+    """A total of the whole model: ``read`` of its summary (every module, at any depth)."""
+    return TypedProperty(lambda self: read(self._summary), doc=doc)
+
+
 class ModelSummary:
     """The layers of ``model`` down to ``max_depth`` (-1: all, 0: none) and its totals."""
 
@@ -135,47 +148,23 @@ class ModelSummary:
     def layer_names(self) -> list[str]:
         return list(self._layers)
 
-    @property
-    def layer_types(self) -> list[str]:
-        return [layer.layer_type for layer in self._layers.values()]
+    layer_types = column(lambda layer: layer.layer_type)
+    in_sizes = column(lambda layer: layer.in_size)
+    out_sizes = column(lambda layer: layer.out_size)
+    param_nums = column(lambda layer: layer.num_parameters)
+    training_modes = column(lambda layer: layer.training)
 
-    @property
-    def in_sizes(self) -> list[Any]:
-        return [layer.in_size for layer in self._layers.values()]
-
-    @property
-    def out_sizes(self) -> list[Any]:
-        return [layer.out_size for layer in self._layers.values()]
-
-    @property
-    def param_nums(self) -> list[int]:
-        return [layer.num_parameters for layer in self._layers.values()]
-
-    @property
-    def training_modes(self) -> list[bool]:
-        return [layer.training for layer in self._layers.values()]
-
-    @property
-    def total_training_modes(self) -> dict[str, int]:
-        """How many modules (all of them, at any depth) are in train and in eval mode."""
-        return {"train": self._summary.train_modules, "eval": self._summary.eval_modules}
-
-    @property
-    def total_parameters(self) -> int:
-        return self._summary.total
-
-    @property
-    def trainable_parameters(self) -> int:
-        return self._summary.trainable
+    total_training_modes = total(
+        lambda summary: {"train": summary.train_modules, "eval": summary.eval_modules},
+        "How many modules (all of them, at any depth) are in train and in eval mode.",
+    )
+    total_parameters = total(lambda summary: summary.total)
+    trainable_parameters = total(lambda summary: summary.trainable)
+    model_size = total(lambda summary: summary.size_mb, "The parameters' size in MB.")
 
     @property
     def total_layer_params(self) -> int:
         return sum(self.param_nums)
-
-    @property
-    def model_size(self) -> float:
-        """The parameters' size in MB."""
-        return self._summary.size_mb
 
     def __str__(self) -> str:
         return format_table(self._summary)

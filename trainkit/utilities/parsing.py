@@ -8,6 +8,7 @@ import pickle
 from typing import Any
 
 from trainkit.hparams import AttributeDict
+from trainkit.tuner.attributes import get_attribute, has_attribute, set_attribute
 
 __all__ = [
     "AttributeDict",
@@ -34,54 +35,25 @@ def clean_namespace(hparams: dict[str, Any]) -> None:
         del hparams[key]
 
 
-def _holders(model: object, attribute: str) -> list[Any]:
-    """Everything that holds ``attribute``, in this order: the module, its hparams, the
-    Trainer's datamodule, its hparams."""
+def _datamodule(model: object) -> object:
+    """The datamodule of the Trainer the module is attached to (None when it is not)."""
     try:
         trainer = getattr(model, "trainer", None)
     except RuntimeError:  # not attached to a Trainer yet
         trainer = None
-    datamodule = getattr(trainer, "datamodule", None)
-    holders: list[Any] = []
-    for owner in (model, datamodule):
-        if owner is None:
-            continue
-        if hasattr(owner, attribute):
-            holders.append(owner)
-        hparams = getattr(owner, "hparams", None)
-        if isinstance(hparams, dict) and attribute in hparams:
-            holders.append(hparams)
-    return holders
-
-
-def _missing(model: object, attribute: str) -> AttributeError:
-    return AttributeError(
-        f"{attribute!r} is not an attribute of {type(model).__name__}, its hparams, the "
-        "datamodule or the datamodule's hparams; set it in __init__ (self.hparams or an attribute)"
-    )
+    return getattr(trainer, "datamodule", None)
 
 
 def lightning_hasattr(model: object, attribute: str) -> bool:
     """Whether ``attribute`` is on the module, in its hparams or on the datamodule."""
-    return bool(_holders(model, attribute))
+    return has_attribute(model, attribute, _datamodule(model))
 
 
 def lightning_getattr(model: object, attribute: str) -> Any:
     """The value of ``attribute`` from the last of its holders (the datamodule before the module)."""
-    holders = _holders(model, attribute)
-    if not holders:
-        raise _missing(model, attribute)
-    holder = holders[-1]
-    return holder[attribute] if isinstance(holder, dict) else getattr(holder, attribute)
+    return get_attribute(model, attribute, _datamodule(model))
 
 
 def lightning_setattr(model: object, attribute: str, value: object) -> None:
     """Set ``attribute`` to ``value`` in every place that holds it."""
-    holders = _holders(model, attribute)
-    if not holders:
-        raise _missing(model, attribute)
-    for holder in holders:
-        if isinstance(holder, dict):
-            holder[attribute] = value
-        else:
-            setattr(holder, attribute, value)
+    set_attribute(model, attribute, value, _datamodule(model))

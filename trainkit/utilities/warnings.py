@@ -1,16 +1,6 @@
-"""``PossibleUserWarning``: a warning about what is likely, not surely, a mistake."""
+"""Lightning's ``utilities.warnings``: ``PossibleUserWarning`` and how to silence it, defined in
+``trainkit/common/warnings.py``."""
 
-from __future__ import annotations
+from trainkit.common.warnings import PossibleUserWarning, disable_possible_user_warnings
 
-import warnings
-
-
-class PossibleUserWarning(UserWarning):
-    """A warning about a setting that is often a mistake (silence with
-    ``disable_possible_user_warnings()``)."""
-
-
-def disable_possible_user_warnings(module: str = "") -> None:
-    """Ignore ``PossibleUserWarning`` from now on: all of them, or those raised in the modules
-    whose name matches the regular expression ``module``."""
-    warnings.filterwarnings("ignore", module=module, category=PossibleUserWarning)
+__all__ = ["PossibleUserWarning", "disable_possible_user_warnings"]

@@ -7,8 +7,8 @@
 - ``spawn.SpawnLauncher``: starts the ranks from this Python process (spawn or fork), runs ``fn``
   in each and returns rank 0's result to the caller (``ddp_spawn``, notebooks).
 
-The strategy chooses (``Strategy.launcher``); under an external launcher (torchrun, SLURM, MPI)
-there is none.
+``choice.py`` chooses, in one place, from plain numbers (``Strategy.launcher`` asks it); under an
+external launcher (torchrun, SLURM, MPI, a Kubeflow pod) there is none.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
-from trainkit.distributed.env import NodePlacement
+from trainkit.distributed.environments import NodePlacement
 from trainkit.distributed.launchers.hydra import hydra_rank_command
 from trainkit.distributed.launchers.job_nodes import JobNodes, NodeGaveUp
 from trainkit.distributed.launchers.rank_group import RankGroup, build_rank_command, stop_grace

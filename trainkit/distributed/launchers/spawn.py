@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainkit.distributed.comm import set_rank
-from trainkit.distributed.env import NodePlacement, detect_trainkit
+from trainkit.distributed.environments import NodePlacement, TrainkitLauncherEnvironment
 from trainkit.distributed.ports import find_free_port
 from trainkit.distributed.rank_env import THREADS_ENV, World, rank_env
 from trainkit.distributed.scratch import scratch_folder
@@ -120,7 +120,9 @@ def _run_rank(local_rank: int, payload: RankWork | bytes, world: World, result: 
     if THREADS_ENV in env:  # this process read the variable before it was set
         torch.set_num_threads(int(env[THREADS_ENV]))
     set_rank(int(os.environ["RANK"]))  # a forked rank inherited its parent's
-    placed = detect_trainkit(os.environ)  # these variables, whatever job (SLURM...) it runs in
+    placed = TrainkitLauncherEnvironment.detect(
+        os.environ
+    )  # these variables, whatever job (SLURM...) it runs in
     assert placed is not None
     rank_strategy = strategy.in_rank(placed)
     output = fn(rank_strategy, *args)

@@ -1,5 +1,5 @@
 """``lightning.fabric.utilities.enums``: ``LightningEnum``."""
 
-from trainkit.utilities.enums import LightningEnum
+from trainkit.common.enums import LightningEnum
 
 __all__ = ["LightningEnum"]

@@ -1,24 +1,5 @@
-"""``lightning.fabric.utilities.rank_zero``: doing things on global rank 0 only (the same
-``rank_zero_only`` object as ``trainkit.utilities.rank_zero``'s)."""
+"""``lightning.fabric.utilities.rank_zero``: doing things on global rank 0 only, the same objects
+as ``trainkit.utilities.rank_zero``'s (one ``rank_zero_only``)."""
 
-from trainkit.utilities.rank_zero import (
-    LightningDeprecationWarning,
-    WarningCache,
-    rank_prefixed_message,
-    rank_zero_debug,
-    rank_zero_deprecation,
-    rank_zero_info,
-    rank_zero_only,
-    rank_zero_warn,
-)
-
-__all__ = [
-    "LightningDeprecationWarning",
-    "WarningCache",
-    "rank_prefixed_message",
-    "rank_zero_debug",
-    "rank_zero_deprecation",
-    "rank_zero_info",
-    "rank_zero_only",
-    "rank_zero_warn",
-]
+from trainkit.utilities.rank_zero import *  # noqa: F403
+from trainkit.utilities.rank_zero import __all__ as __all__

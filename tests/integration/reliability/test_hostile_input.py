@@ -1,0 +1,122 @@
+"""Hostile input a real process must meet: a taken MASTER_PORT, rank variables left in a shell, a
+bad stop grace, config bombs in bounded memory: exit code 2 and one line (the 30 and more cases
+that run in-process: tests/unit/cli/test_input_limits.py)."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.command_env import REPO, cli_env
+
+CONFIG = str(REPO / "configs" / "autoencoder.yaml")
+
+
+FIT = ["fit", "-c", CONFIG]
+
+
+@pytest.mark.timeout(60)
+def test_a_taken_master_port_is_named_before_any_rank_starts(run_cli):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli(*FIT, "--trainer.devices", "2", env=cli_env(MASTER_PORT=str(port)))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (
+        f"trainkit: error: MASTER_PORT {port}; expected a free port on 127.0.0.1; Address already "
+        "in use; unset MASTER_PORT to let trainkit pick one"
+    )
+
+
+@pytest.mark.timeout(120)
+def test_rank_variables_left_in_a_shell_end_in_one_line_not_a_hang(run_cli):
+    """The reported command, as a real process: before, it printed nothing and never ended."""
+    result = run_cli(*FIT, timeout=180, env=cli_env(LOCAL_RANK="0", WORLD_SIZE="2"))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("trainkit: error: rank variables"), lines
+    assert "unset WORLD_SIZE LOCAL_RANK" in lines[0]
+
+
+@pytest.mark.timeout(60)
+def test_a_bad_stop_grace_is_named_before_any_rank_starts(run_cli):
+    result = run_cli(*FIT, "--trainer.devices", "2", env=cli_env(TRAINKIT_STOP_GRACE="-1"))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "trainkit: error: TRAINKIT_STOP_GRACE '-1'; expected seconds > 0; unset it for 120"
+    ]
+
+
+def alias_bomb() -> str:
+    """Nine levels of nine aliases each: 9**9 values once expanded, 300 bytes written."""
+    levels = [f"a: &a [{', '.join(['x'] * 9)}]"]
+    levels += [f"{c}: &{c} [{', '.join(['*' + p] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi")]
+    return "{" + ", ".join(levels) + "}"
+
+
+def interpolation_bomb(folder: Path) -> str:
+    """Ten references per level, nine levels: 10**10 characters from a 700-byte file."""
+    references = [f"${{s{i - 1}}}" * 10 for i in range(1, 10)]  # level i: ten of level i-1
+    lines = ['s0: "xxxxxxxxxx"'] + [f's{i}: "{text}"' for i, text in enumerate(references, 1)]
+    (folder / "interp.yaml").write_text(
+        "\n".join(lines) + "\ntrainer:\n  default_root_dir: ${s9}\n"
+    )
+    return "interp.yaml"
+
+
+def deep_file(folder: Path) -> str:
+    (folder / "deep.yaml").write_text("model: " + "[" * 1000 + "]" * 1000 + "\n")
+    return "deep.yaml"
+
+
+BOMBS = {
+    "an alias bomb in an option value": (
+        lambda folder: [*FIT, "--trainer.callbacks", alias_bomb()],
+        "--trainer.callbacks: values once its YAML aliases are expanded ",
+    ),
+    "an interpolation bomb in a file": (
+        lambda folder: ["fit", "-c", interpolation_bomb(folder)],
+        "config file 'interp.yaml': 's",
+    ),
+    "50000 levels of brackets in a value": (
+        lambda folder: [*FIT, "--trainer.callbacks", "[" * 50000],
+        "--trainer.callbacks: nesting depth 50001; expected at most 64 levels",
+    ),
+    "1000 levels of brackets in a file": (
+        lambda folder: ["fit", "-c", deep_file(folder)],
+        "config file 'deep.yaml': nesting depth 1001",
+    ),
+}
+
+
+def limit_memory() -> None:
+    """3 GiB of address space: torch's import fits; a bomb that expanded would not (12-17 GB)."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("bomb", list(BOMBS))
+def test_config_bombs_end_in_one_line_in_bounded_memory(bomb, tmp_path):
+    """Before: 12 GB for the alias bomb, killed at 17 GB for the interpolation one, a segfault
+    (exit 139, no output) for deep brackets, a 100-line RecursionError at depth 1000."""
+    import subprocess
+
+    make_args, named = BOMBS[bomb]
+    result = subprocess.run(
+        [sys.executable, "-m", "trainkit", *make_args(tmp_path)],
+        cwd=tmp_path,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=200,
+        preexec_fn=limit_memory,
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith(f"trainkit: error: {named}"), lines
