@@ -173,9 +173,12 @@ class SlurmCluster:
         for daemon in left:
             with contextlib.suppress(psutil.NoSuchProcess):
                 daemon.kill()
-        for daemon in self.daemons:  # reap this process's own children
-            with contextlib.suppress(subprocess.TimeoutExpired):
+        for daemon in self.daemons:  # reap this process's own children (none left running)
+            try:
                 daemon.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+                daemon.wait()
 
 
 def start_slurm(state: Path) -> SlurmCluster:

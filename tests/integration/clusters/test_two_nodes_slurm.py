@@ -128,9 +128,9 @@ def start_two_node_slurm(state: Path, nodes: list[Node]) -> TwoNodeSlurm:
     for command, node in commands:
         log = (state / f"{command[0]}{node.index if node else ''}.out").open("w")
         argv = node.command(command) if node else command
-        cluster.daemons.append(
-            subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
-        )
+        daemon = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+        cluster.daemons.append(daemon)
+        cluster.pids.append(daemon.pid)  # what stop() signals
         if node is None:
             wait_until(lambda: (state / "munge.socket").exists(), "munged's socket", cluster)
     idle = f"n[0-{len(nodes) - 1}] idle"
