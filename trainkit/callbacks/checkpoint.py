@@ -177,6 +177,8 @@ class ModelCheckpoint(Checkpoint):
             return  # before the check of a save at this step)
         if self._skip(trainer) or not self._finite(trainer, module):
             return
+        if step_due and not module.automatic_optimization:
+            files.say_post_step_weights(trainer, self.every_n_train_steps)
         saved = self._save_top_k(trainer, metrics)
         self._save_last(trainer, metrics, saved)
         self._saved_as_lightning = True

@@ -222,3 +222,18 @@ def validation_follows(trainer: Trainer, batch_idx: int) -> bool:
         and sum(trainer.num_val_batches) > 0
         and (every is None or (trainer.current_epoch + 1) % every == 0)
     )
+
+
+def say_post_step_weights(trainer: Trainer, every: int) -> None:
+    """Under manual optimization a save on ``every_n_train_steps`` holds the weights after the
+    step's ``optimizer.step()`` (Lightning warns at each such save; Python shows it once)."""
+    if trainer.is_global_zero:
+        import warnings
+
+        warnings.warn(
+            f"ModelCheckpoint(every_n_train_steps={every}) under manual optimization saves the "
+            "weights as they are after the step's optimizer.step(); to keep the weights from "
+            "before it, save them yourself in training_step",
+            UserWarning,
+            stacklevel=2,
+        )

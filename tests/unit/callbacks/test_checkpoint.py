@@ -222,3 +222,29 @@ def test_a_resumed_run_keeps_the_earlier_best_until_a_better_one(tmp_path, capsy
         f"trainkit: ModelCheckpoint: the resumed run's best {earlier} (val_score=0.391) stays the "
         f"best until a better one; new checkpoints go to {resumed.dirpath}"
     ]
+
+
+class ManualRegression(Regression):
+    """The same regression, stepped by hand."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+
+    def training_step(self, batch, batch_idx):
+        optimizer = self.optimizers()
+        x, y = batch
+        loss = torch.nn.functional.mse_loss(self(x), y)
+        optimizer.zero_grad()
+        self.manual_backward(loss)
+        optimizer.step()
+        return loss
+
+
+def test_saving_every_n_steps_under_manual_optimization_says_which_weights_it_holds(tmp_path):
+    """As Lightning warns: the file holds the weights after the step's optimizer.step()."""
+    every_step = ModelCheckpoint(dirpath=str(tmp_path / "ckpts"), every_n_train_steps=1)
+    with pytest.warns(UserWarning, match=r"after the step's optimizer\.step\(\)"):
+        trainer, model = fit(tmp_path, every_step, model=ManualRegression(), max_epochs=1)
+    saved = load_checkpoint(every_step.best_model_path)["state_dict"]
+    assert torch.equal(saved["layer.weight"], model.layer.weight.detach())
