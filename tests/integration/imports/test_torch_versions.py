@@ -10,35 +10,7 @@ import textwrap
 import pytest
 
 from tests.helpers.command_env import REPO, cli_env
-
-NEWER_THAN_2_11: dict[str, tuple[str, ...]] = {
-    "torch": ("thread_safe_generator",),
-    "torch.nn": ("LinearCrossEntropyLoss", "LinearCrossEntropyOptions"),
-    "torch.nn.functional": ("linear_cross_entropy",),
-    "torch.distributed": ("all_gather_single", "reduce_scatter_single", "record_comm"),
-    "torch.distributed.fsdp": ("DataParallelMeshDims",),
-    "torch.distributed.checkpoint.state_dict": ("HYBRID_SHARDING_STRATEGIES",),
-    "torch.cuda": ("caching_allocator_disabled", "current_solver_handle"),
-    "torch.optim": ("swap_in_optimizer_params_and_state",),
-    "torch.utils.checkpoint": ("SavedTensor",),
-    "torch.autograd": ("enforce_grad_layout_policy",),
-    "torch.compiler": ("CacheInfo", "get_default_backend", "set_default_backend"),
-    "torch._dynamo": (
-        "allow_c_slot",
-        "bytecode_debugger",
-        "comprehension_graph_break",
-        "override_cudagraphs",
-        "override_optimization_hint",
-    ),
-    "torch.accelerator": ("Graph", "empty_host_cache", "graphs"),
-    "torch.backends.cuda": (
-        "blas_workspace_size",
-        "cublas_workspace_size",
-        "cublaslt_workspace_size",
-        "is_ck_sdpa_available",
-    ),
-    "torch.fx": ("tensor_type",),
-}
+from tests.helpers.torch_versions import NEWER_THAN_2_11
 
 
 @pytest.mark.slow  # a new interpreter: every trainkit module imported with the names deleted

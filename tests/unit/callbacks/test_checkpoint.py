@@ -245,6 +245,6 @@ def test_saving_every_n_steps_under_manual_optimization_says_which_weights_it_ho
     """As Lightning warns: the file holds the weights after the step's optimizer.step()."""
     every_step = ModelCheckpoint(dirpath=str(tmp_path / "ckpts"), every_n_train_steps=1)
     with pytest.warns(UserWarning, match=r"after the step's optimizer\.step\(\)"):
-        trainer, model = fit(tmp_path, every_step, model=ManualRegression(), max_epochs=1)
+        _, model = fit(tmp_path, every_step, model=ManualRegression(), max_epochs=1)
     saved = load_checkpoint(every_step.best_model_path)["state_dict"]
     assert torch.equal(saved["layer.weight"], model.layer.weight.detach())
