@@ -7,54 +7,16 @@ from __future__ import annotations
 import stat
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.command_env import cli_env, run_captured
+from tests.helpers.user_project import make_project
 
 pytestmark = pytest.mark.slow  # runs the installed console script in a new project
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("trainkit")
-
-PACKAGE = textwrap.dedent("""
-    import torch
-    from torch.nn import functional as F
-    from torch.utils.data import DataLoader, TensorDataset
-    import trainkit as tk
-
-
-    class Line(tk.TrainModule):
-        '''A straight line through four inputs.'''
-
-        def __init__(self, width: int = 4) -> None:
-            '''
-            Args:
-                width: How many inputs the line takes.
-            '''
-            super().__init__()
-            self.layer = torch.nn.Linear(width, 1)
-
-        def training_step(self, batch, batch_idx):
-            x, y = batch
-            return F.mse_loss(self.layer(x), y)
-
-        def train_dataloader(self):
-            x = torch.randn(32, 4)
-            return DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=8)
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.1)
-""")
-
-CONFIG = textwrap.dedent("""
-    model:
-      class_path: myproj.Line
-    trainer:
-      max_epochs: 1
-      enable_progress_bar: false
-""")
 
 
 def console(*args: str, cwd: Path, umask: int | None = None) -> subprocess.CompletedProcess:
@@ -71,10 +33,7 @@ def console(*args: str, cwd: Path, umask: int | None = None) -> subprocess.Compl
 @pytest.fixture
 def project(tmp_path):
     """A user's project folder: a package ``myproj`` and ``config.yaml``, nothing installed."""
-    (tmp_path / "myproj").mkdir()
-    (tmp_path / "myproj" / "__init__.py").write_text(PACKAGE)
-    (tmp_path / "config.yaml").write_text(CONFIG)
-    return tmp_path
+    return make_project(tmp_path)
 
 
 @pytest.mark.skipif(not CONSOLE_SCRIPT.exists(), reason="trainkit is not installed here")
