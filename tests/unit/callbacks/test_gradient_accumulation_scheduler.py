@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.helpers.models import Regression, regression_loader
-from trainkit import Trainer
+from tests.helpers.callback_fits import fit
+from tests.helpers.models import Regression
 from trainkit.callbacks import Callback, GradientAccumulationScheduler
 from trainkit.errors import ConfigError, MisconfigurationError
 
@@ -26,24 +26,6 @@ class StepsPerEpoch(Callback):
     def on_train_epoch_end(self, trainer, module):
         self.steps.append(trainer.global_step - self._start)
         self.accumulation.append(trainer.accumulate_grad_batches)
-
-
-def fit(*callbacks, model=None, max_epochs=4, ckpt_path=None, root=None, **options):
-    trainer = Trainer(
-        accelerator="cpu",
-        max_epochs=max_epochs,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        logger=False,
-        enable_checkpointing=root is not None,
-        default_root_dir=None if root is None else str(root),
-        num_sanity_val_steps=0,
-        callbacks=list(callbacks),
-        **options,
-    )
-    model = model or Regression()
-    trainer.fit(model, regression_loader(), ckpt_path=ckpt_path)
-    return trainer
 
 
 def test_accumulation_follows_the_schedule_epoch_by_epoch():
