@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator, Sized
-from typing import Any, cast
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch.utils.data import (
@@ -17,8 +18,12 @@ from torch.utils.data import (
     SequentialSampler,
 )
 
+from trainkit import combined_loader
 from trainkit.errors import ConfigError
 from trainkit.seed import worker_init_fn, workers_seeding_enabled
+
+if TYPE_CHECKING:
+    from trainkit.state import RunState
 
 _LOADER_ARGS = (
     "batch_size",
@@ -196,6 +201,26 @@ def set_sampler_epoch(loader: object, epoch: int) -> None:
             if candidate is not None and hasattr(candidate, "set_epoch"):
                 candidate.set_epoch(epoch)
                 return
+
+
+def say_empty_loaders(state: RunState, loop: str, loaders: Sequence[object]) -> None:
+    """Lightning's warning for each loader with no batches on any rank, once per loop and
+    Trainer call (when the loop loads its loaders); rank 0 says it."""
+    if loop in state.said_empty or not loaders:
+        return
+    state.said_empty.add(loop)
+    strategy = state.strategy
+    local = [combined_loader.sized_len(loader) for loader in loaders]
+    lengths = torch.tensor([1 if n is None else n for n in local], device=strategy.root_device)
+    totals = strategy.reduce(lengths, "sum") if strategy.world_size > 1 else lengths
+    for loader, total in zip(loaders, totals.tolist()):
+        if total == 0 and strategy.is_global_zero:
+            warnings.warn(
+                f"Total length of `{type(loader).__name__}` across ranks is zero: the {loop} "
+                "loop runs none of its batches. Please make sure this was your intention.",
+                UserWarning,
+                stacklevel=2,
+            )
 
 
 def limited_batches(loader: object, limit: int | float, key: str) -> int | float:

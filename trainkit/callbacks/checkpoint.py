@@ -15,7 +15,6 @@ import torch
 from trainkit.callbacks import checkpoint_files as files
 from trainkit.callbacks.base import Checkpoint
 from trainkit.distributed.comm import rank_zero_info
-from trainkit.errors import ConfigError
 from trainkit.module import TrainModule  # never imports the callbacks: no circle
 
 if TYPE_CHECKING:
@@ -76,21 +75,7 @@ class ModelCheckpoint(Checkpoint):
             enable_version_counter: Add '-v1', '-v2' to a name that exists already, instead of
                 overwriting it.
         """
-        if mode not in ("min", "max"):
-            raise ConfigError("ModelCheckpoint mode", mode, "'min' or 'max'")
-        if save_last not in (True, False, None, "link"):
-            raise ConfigError("ModelCheckpoint save_last", save_last, "true, false, null or 'link'")
-        if save_top_k < -1:
-            raise ConfigError(
-                "ModelCheckpoint save_top_k", save_top_k, "-1 (all), 0 or a positive int"
-            )
-        if monitor is None and save_top_k not in (-1, 0, 1):
-            raise ConfigError(
-                "ModelCheckpoint save_top_k",
-                save_top_k,
-                "-1, 0 or 1 without a monitor",
-                "set monitor to the logged metric that ranks the checkpoints",
-            )
+        files.check_choices(mode, save_last, save_top_k, monitor)
         self.dirpath = os.path.realpath(os.path.expanduser(dirpath)) if dirpath else None
         self.filename = filename
         self.monitor = monitor
@@ -112,7 +97,7 @@ class ModelCheckpoint(Checkpoint):
         self._deferred = False  # a step/time save waits for its monitored metric
         self._said_not_finite = False  # weights with NaN/inf were reported
         self._validated = False  # a validation batch ran since the last validation start
-        self._said_not_logged = False  # a monitor missing before any validation was reported
+        self._said_not_logged: set[str] = set()  # each text once, as Lightning's warning cache
         self._last_checkpoint_saved = ""  # the newest file saved (last.ckpt aside)
         # Lightning wrote last.ckpt without a top-k file (at a step save or a deferred one): with
         # neither, as Lightning, last.ckpt is written at the fit's end
@@ -200,7 +185,9 @@ class ModelCheckpoint(Checkpoint):
             and self._last_global_step_saved != trainer.global_step
         ):
             saved = self._save_top_k(trainer, metrics)
-        self._save_last(trainer, metrics, saved)  # last.ckpt: the completed epoch, every epoch
+        # last.ckpt: the completed epoch, every epoch (trainkit's own save, not counted as this
+        # step's: a validation's top-k save at this step still comes)
+        self._save_last(trainer, metrics, saved, counts=saved)
 
     def on_validation_end(self, trainer: Trainer, module: TrainModule) -> None:
         # as Lightning: nothing when saving at epoch ends (a deferred step save then waits for
@@ -288,9 +275,9 @@ class ModelCheckpoint(Checkpoint):
             error = files.monitor_not_logged(self.monitor, metrics)
             if self._validated:
                 raise error
-            if not self._said_not_logged and trainer.is_global_zero:
+            if str(error) not in self._said_not_logged and trainer.is_global_zero:
                 warnings.warn(f"{error} No checkpoint is saved until it is logged.", stacklevel=2)
-            self._said_not_logged = True
+            self._said_not_logged.add(str(error))
             return False
         current = torch.as_tensor(metrics[self.monitor], dtype=torch.float32).detach().cpu()
         self.current_score = current
@@ -344,10 +331,15 @@ class ModelCheckpoint(Checkpoint):
             files.remove_checkpoint(trainer, dropped)
 
     def _save_last(
-        self, trainer: Trainer, metrics: dict[str, Any], just_saved: bool = True
+        self,
+        trainer: Trainer,
+        metrics: dict[str, Any],
+        just_saved: bool = True,
+        counts: bool = True,
     ) -> None:
         """last.ckpt (CHECKPOINT_NAME_LAST): a link to the file just saved with 'link', else a
-        full checkpoint of the current state."""
+        full checkpoint of the current state; ``counts``: it is this step's save (no other save
+        comes at this step)."""
         if not self.save_last:
             return
         filepath = self.format_checkpoint_name(metrics, self.CHECKPOINT_NAME_LAST)
@@ -358,8 +350,8 @@ class ModelCheckpoint(Checkpoint):
         else:
             counted = self._last_global_step_saved
             self._save_checkpoint(trainer, filepath)
-            if not just_saved:  # trainkit's epoch-end last.ckpt alone: a top-k save at this
-                self._last_global_step_saved = counted  # step (a validation's) still comes
+            if not counts:
+                self._last_global_step_saved = counted
         if previous and previous != filepath and self._removable(previous, filepath):
             files.remove_checkpoint(trainer, previous)
 

@@ -119,6 +119,23 @@ def tensor_or_none(value: object) -> torch.Tensor | None:
     return None if value is None else torch.as_tensor(value)
 
 
+def check_choices(mode: str, save_last: object, save_top_k: int, monitor: str | None) -> None:
+    """ModelCheckpoint's mode, save_last and save_top_k (with or without a monitor)."""
+    if mode not in ("min", "max"):
+        raise ConfigError("ModelCheckpoint mode", mode, "'min' or 'max'")
+    if save_last not in (True, False, None, "link"):
+        raise ConfigError("ModelCheckpoint save_last", save_last, "true, false, null or 'link'")
+    if save_top_k < -1:
+        raise ConfigError("ModelCheckpoint save_top_k", save_top_k, "-1 (all), 0 or a positive int")
+    if monitor is None and save_top_k not in (-1, 0, 1):
+        raise ConfigError(
+            "ModelCheckpoint save_top_k",
+            save_top_k,
+            "-1, 0 or 1 without a monitor",
+            "set monitor to the logged metric that ranks the checkpoints",
+        )
+
+
 def triggers(
     every_n_train_steps: int | None, every_n_epochs: int | None, interval: timedelta | None
 ) -> tuple[int, int]:
@@ -219,6 +236,7 @@ def validation_follows(trainer: Trainer, batch_idx: int) -> bool:
     every = trainer.check_val_every_n_epoch
     return (
         batch_idx + 1 == trainer.num_training_batches
+        and trainer.enable_validation
         and sum(trainer.num_val_batches) > 0
         and (every is None or (trainer.current_epoch + 1) % every == 0)
     )

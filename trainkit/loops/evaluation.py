@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from trainkit.common.hooks import overrides
-from trainkit.data import limited_batches
+from trainkit.data import limited_batches, say_empty_loaders
 from trainkit.loops.batches import BatchCalls, run_batches
 from trainkit.loops.iterate import batch_transfer
 from trainkit.module import TrainModule, without_batch_idx
@@ -34,6 +34,7 @@ class EvalLoop:
         fn = state.trainer_state.fn
         if limit != 0 and fn is not None and not state.sanity_checking:  # a limit of 0 loads none
             state.loaded_batches[fn] = totals
+            say_empty_loaders(state, stage, loaders)
         if sum(totals) == 0:  # as Lightning: no loop at all, not even its start and end hooks
             return []
         strategy = state.strategy

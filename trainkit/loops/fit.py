@@ -13,7 +13,7 @@ from torch import Tensor
 from trainkit.checkpoint import state as checkpoint_state
 from trainkit.common.hooks import overrides
 from trainkit.common.warnings import PossibleUserWarning
-from trainkit.data import limited_batches, set_sampler_epoch
+from trainkit.data import limited_batches, say_empty_loaders, set_sampler_epoch
 from trainkit.distributed import rank_board
 from trainkit.distributed.rank_board import DATA, TRAINING_STEP
 from trainkit.errors import ConfigError, MisconfigurationError
@@ -64,6 +64,8 @@ def load_val_batches(state: RunState) -> None:
     loads its validation loaders: at the sanity check and at the start of a fit whose first
     epoch validates (each validation records them too: loops/evaluation.py)."""
     limit = state.limits.limit_val_batches
+    if limit != 0:
+        say_empty_loaders(state, "validation", state.given.val_loaders)
     state.loaded_batches[TrainerFn.FITTING] = [
         limited_batches(loader, limit, "limit_val_batches") for loader in state.given.val_loaders
     ]

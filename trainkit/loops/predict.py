@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from trainkit.data import IndexRecorder, limited_batches, recording_indices
+from trainkit.data import IndexRecorder, limited_batches, recording_indices, say_empty_loaders
 from trainkit.loops.batches import BatchCalls, run_batches
 from trainkit.loops.iterate import batch_transfer
 from trainkit.module import without_batch_idx
@@ -49,6 +49,8 @@ class PredictLoop:
         start_hooks = hooks.bound("on_predict_batch_start")
         end_hooks = hooks.bound("on_predict_batch_end")
         module.on_predict_model_eval()
+        if limit != 0:
+            say_empty_loaders(state, "predict", loaders)
         outputs = self._predictions = [[] for _ in loaders]
         self.epoch_batch_indices = [[] for _ in loaders]
         with torch.inference_mode() if state.inference_mode else torch.no_grad():

@@ -63,6 +63,9 @@ class RunState:
     # (FITTING: fit's validation loaders; VALIDATING; TESTING), read by Lightning's
     # num_val_batches and num_test_batches: none until a loop loads them (loops/fit.py)
     loaded_batches: dict[TrainerFn, list[int | float]] = field(default_factory=dict)
+    # the loops of this Trainer call that said their empty loaders (once per loading, as
+    # Lightning's has_len_all_ranks; the stage runner clears it)
+    said_empty: set[str] = field(default_factory=set)
     ckpt_path: str | None = None  # the checkpoint the running or last stage loaded
     chosen_ckpt_path: str | None = None  # trainer.ckpt_path set by the user: for later stages
     epoch_start_rng: dict[str, Any] | None = (

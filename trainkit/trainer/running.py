@@ -351,7 +351,7 @@ class StageRunner:
         loaders = self._loaders(kind, given)
         reload = self._reloader(None) if given is None else None
         state.given = replace(state.given, stage_loaders=loaders, reload_loaders=reload)
-        if not loaders:
+        if not loaders and self._limit(kind) != 0:
             raise MisconfigurationError(
                 f"{stage} needs data: pass dataloaders or a datamodule with one"
             )
@@ -361,13 +361,20 @@ class StageRunner:
         state.given = replace(state.given, **{f"{kind}_loaders": loaders})
         return loaders
 
+    def _limit(self, kind: str) -> int | float:
+        """``limit_{kind}_batches`` (kind: train, val, test or predict)."""
+        return getattr(self.state.limits, f"limit_{kind}_batches")
+
     def _reloader(self, val_given: object) -> Callable[[str], list[Any]]:
         """Asks the module's or datamodule's hooks for a kind's loaders again (the validation
         loaders given to fit stay those)."""
         return lambda kind: self._loaders(kind, val_given if kind == "val" else None)
 
     def _loaders(self, kind: str, given: object) -> list[Any]:
-        """The stage's loaders (given, else from the datamodule or module), ready for the strategy."""
+        """The stage's loaders (given, else from the datamodule or module), ready for the strategy;
+        as Lightning, a hook is not asked for an evaluation's loaders that a limit of 0 skips."""
+        if given is None and kind != "train" and self._limit(kind) == 0:
+            return []
         if given is None:
             datamodule = self.state.given.datamodule
             source = datamodule if datamodule is not None else self.state.given.module

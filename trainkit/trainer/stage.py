@@ -88,6 +88,7 @@ def setup_run(
     stage = fn.value  # the hooks get the plain name ('fit'), equal to the enum's member
     state.position.fitting = fn is TrainerFn.FITTING
     state.metrics.reset()
+    state.said_empty.clear()
     given = state.given
     state.given = given = replace(
         given, module=model, datamodule=datamodule if datamodule is not None else given.datamodule

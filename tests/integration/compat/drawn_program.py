@@ -36,9 +36,10 @@ def loaders(spec: Spec) -> tuple[DataLoader, list[DataLoader]]:
     split = 4 * spec.batches
     train = DataLoader(TensorDataset(x[:split], y[:split]), batch_size=4)
     size = 4 * spec.val_batches
+    starts = [split + size * index for index in range(spec.val_loaders)]
     vals = [
         DataLoader(TensorDataset(x[start : start + size], y[start : start + size]), batch_size=4)
-        for start in range(split, split + size * spec.val_loaders, size)
+        for start in starts
     ]
     return train, vals
 
@@ -415,6 +416,9 @@ READOUT = (
     "should_stop",
     "num_training_batches",
     "num_val_batches",
+    "num_sanity_val_batches",
+    "num_test_batches",
+    "num_predict_batches",
     "max_epochs",
     "min_epochs",
     "max_steps",

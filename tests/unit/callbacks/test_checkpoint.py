@@ -248,3 +248,46 @@ def test_saving_every_n_steps_under_manual_optimization_says_which_weights_it_ho
         _, model = fit(tmp_path, every_step, model=ManualRegression(), max_epochs=1)
     saved = load_checkpoint(every_step.best_model_path)["state_dict"]
     assert torch.equal(saved["layer.weight"], model.layer.weight.detach())
+
+
+class EpochLossRegression(Regression):
+    """Logs its training loss per epoch only: a monitor that exists after the first epoch."""
+
+    def training_step(self, batch, batch_idx):
+        loss = super().training_step(batch, batch_idx)
+        self.log("loss_epoch", loss, on_step=False, on_epoch=True)
+        return loss
+
+
+def test_each_optimizer_step_is_saved_once_though_the_next_epoch_starts_at_that_step(tmp_path):
+    """As Lightning: with gradient accumulation an epoch's first batch ends at the step the last
+    epoch saved; the epoch-end last.ckpt does not make that step due again."""
+    every_step = ModelCheckpoint(
+        tmp_path / "c", monitor="loss_epoch", save_top_k=-1, every_n_train_steps=1
+    )
+    fit(tmp_path, every_step, model=EpochLossRegression(), val=False, accumulate_grad_batches=2)
+    steps = [
+        load_checkpoint(tmp_path / "c" / name)["global_step"] for name in names(tmp_path / "c")
+    ]
+    top_k = steps[:-1]  # last.ckpt aside
+    assert sorted(top_k) == sorted(set(top_k)) == list(range(4, 13))
+
+
+class LateMetricRegression(Regression):
+    """Logs one more metric from the second epoch on."""
+
+    def training_step(self, batch, batch_idx):
+        loss = super().training_step(batch, batch_idx)
+        if self.current_epoch >= 1:
+            self.log("late", loss)
+        return loss
+
+
+def test_a_missing_monitor_is_said_again_when_the_logged_metrics_change(tmp_path):
+    """As Lightning's warning cache: each different text once (epoch 0's, then epochs 1-2's)."""
+    missing = ModelCheckpoint(tmp_path / "c", monitor="val_acc")
+    with pytest.warns(UserWarning) as said:
+        fit(tmp_path, missing, model=LateMetricRegression(), val=False, max_epochs=3)
+    texts = [str(w.message) for w in said if "could not find the monitored key" in str(w.message)]
+    assert len(texts) == len(set(texts)) == 2
+    assert "'late'" not in texts[0] and "'late'" in texts[1]
