@@ -255,7 +255,7 @@ class ModelCheckpoint(Checkpoint):
             return self._save_on_train_epoch_end
         if trainer.check_val_every_n_epoch != 1:
             return False
-        if not trainer.val_loaders:
+        if sum(trainer.num_val_batches) == 0:  # none loaded yet, or all empty
             return True
         return trainer.val_check_interval == 1.0
 

@@ -14,6 +14,7 @@ import yaml
 
 from tests.integration.reliability.mounts import bound_to_itself, make_read_only, small_disk
 from tests.integration.reliability.runs import write_config
+from trainkit.checkpoint.files import CheckpointError, save_checkpoint
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -109,3 +110,16 @@ def test_two_ranks_say_it_once_and_blame_the_rank_that_could_not_write(tmp_path,
     assert "Read-only file system" in line, stderr
     assert "trainkit: rank 0 failed with exit code 1; stopped the other ranks" in stderr, stderr
     assert "Traceback" not in stderr, stderr
+
+
+def test_a_full_disk_is_named_with_the_bytes_needed_and_leaves_no_temp_file(tmp_path):
+    """torch reports ENOSPC as 'inline_container.cc:672 unexpected pos': say what happened."""
+    with small_disk(tmp_path / "small-disk", "256k") as disk:
+        path = disk / "last.ckpt"
+        with pytest.raises(CheckpointError) as err:
+            save_checkpoint({"state_dict": {"w": torch.zeros(512, 512)}}, path)
+        assert str(err.value).startswith(
+            f"disk full while writing checkpoint {str(path)!r}: it needs about 1.0 MiB, 0.2 MiB "
+            "are free there"
+        ), err.value
+        assert list(disk.iterdir()) == []  # the partial temp file is gone

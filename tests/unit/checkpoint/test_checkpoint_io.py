@@ -139,54 +139,23 @@ def test_a_flipped_byte_in_the_weights_is_refused_naming_the_entry(tmp_path):
         load_checkpoint(path, mmap=True)  # the pre-flight read checks too
 
 
-@pytest.fixture
-def full_disk(tmp_path):
-    """A real 256 KiB filesystem (tmpfs), mounted for the test and removed after it."""
-    import subprocess
-
-    folder = tmp_path / "small-disk"
-    folder.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(folder)], capture_output=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.decode().strip()}")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", str(folder)], check=False)
-
-
-def test_a_full_disk_is_named_with_the_bytes_needed_and_leaves_no_temp_file(full_disk):
-    """torch reports ENOSPC as 'inline_container.cc:672 unexpected pos': say what happened."""
-    path = full_disk / "last.ckpt"
-    with pytest.raises(CheckpointError) as err:
-        save_checkpoint({"state_dict": {"w": torch.zeros(512, 512)}}, path)
-    assert str(err.value).startswith(
-        f"disk full while writing checkpoint {str(path)!r}: it needs about 1.0 MiB, 0.2 MiB are "
-        "free there"
-    ), err.value
-    assert list(full_disk.iterdir()) == []  # the partial temp file is gone
-
-
 def test_resuming_sweeps_what_a_killed_writer_left_beside_the_checkpoint(make_trainer, tmp_path):
     """The resumed run may write into another version folder: the dead writer's temp file in
     the checkpoint's folder goes when fit resumes from it; a live writer's and another host's stay."""
     import socket
-    import subprocess
 
+    from tests.helpers.gone_pid import pid_of_no_process
     from tests.helpers.models import Regression, regression_loader
     from trainkit.checkpoint.files import writer_tag
 
     first = make_trainer(max_epochs=1, enable_checkpointing=True)
     first.fit(Regression(), regression_loader())
     (last,) = tmp_path.glob("**/last.ckpt")
-    gone = subprocess.Popen(["true"])
-    gone.wait()  # its pid belongs to no process now
+    gone = pid_of_no_process()
     host = socket.gethostname().split(".")[0]
-    dead = last.parent / f".last.ckpt.{host}-{gone.pid}.abc123.tmp"
+    dead = last.parent / f".last.ckpt.{host}-{gone}.abc123.tmp"
     live = last.parent / f".last.ckpt.{writer_tag()}.def456.tmp"
-    elsewhere = last.parent / f".last.ckpt.otherhost-{gone.pid}.ghi789.tmp"
+    elsewhere = last.parent / f".last.ckpt.otherhost-{gone}.ghi789.tmp"
     for temp in (dead, live, elsewhere):
         temp.write_bytes(b"half a checkpoint")
     again = make_trainer(max_epochs=2, default_root_dir=str(tmp_path / "second"))

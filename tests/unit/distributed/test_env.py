@@ -370,6 +370,7 @@ def test_only_the_requeue_signal_requeues_a_slurm_job(monkeypatch, capsys):
     monkeypatch.setenv("SLURM_JOB_ID", "42")
     monkeypatch.delenv("TRAINKIT_REQUEUE_SIGNAL", raising=False)
     monkeypatch.setattr(slurm, "job_can_requeue", lambda job: (False, "asked"))
+    monkeypatch.setattr(slurm, "requeued_by_slurm", lambda job: False)  # SLURM not asked here
     slurm.requeue_after_preemption(True, "SIGTERM")
     said = capsys.readouterr().err
     assert "stopped by SIGTERM; not requeueing SLURM job 42: only SIGUSR1 requeues it" in said
@@ -386,15 +387,13 @@ def test_only_the_requeue_signal_requeues_a_slurm_job(monkeypatch, capsys):
 def test_a_killed_launchers_scratch_folder_is_swept_by_the_next(tmp_path):
     """A SIGKILLed launcher cannot remove its trainkit-errors-* folder; the next launcher removes
     the folders whose owner process is gone, and no other."""
-    import subprocess
-
+    from tests.helpers.gone_pid import pid_of_no_process
     from trainkit.distributed.scratch import sweep_orphans
 
-    gone = subprocess.Popen(["true"])
-    gone.wait()  # its pid names no process now
-    orphan = tmp_path / f"trainkit-errors-{gone.pid}-abcd"
+    gone = pid_of_no_process()
+    orphan = tmp_path / f"trainkit-errors-{gone}-abcd"
     alive = tmp_path / f"trainkit-errors-{os.getpid()}-efgh"
-    other = tmp_path / f"trainkit-spawn-{gone.pid}-ijkl"  # another kind: swept by its own launcher
+    other = tmp_path / f"trainkit-spawn-{gone}-ijkl"  # another kind: swept by its own launcher
     for folder in (orphan, alive, other):
         (folder / "rank_board").mkdir(parents=True)
     assert sweep_orphans("errors", str(tmp_path)) == [orphan]
