@@ -13,6 +13,7 @@ docs/strategies.md.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -519,7 +520,7 @@ def run_case(case: Case, folder: Path, references: dict[Case, dict], timeout: fl
             return Outcome(case, "broken", f"not refused in one line: {failed}")
         return Outcome(case, "broken", f"expected a refusal ({difference.why}), but it trained")
     try:
-        reference = reference_weights(case.reference(), folder.parent, references, timeout)
+        reference = reference_weights(case.reference(), folder.parent, references)
         straight = torch.load(run_program(case, folder / "run", timeout), weights_only=True)
         if case.resume:
             mid = step_checkpoint(folder / "run", RESUME_STEP)
@@ -544,13 +545,26 @@ def run_case(case: Case, folder: Path, references: dict[Case, dict], timeout: fl
 
 
 def reference_weights(
-    reference: Case, folder: Path, references: dict[Case, dict], timeout: float
+    reference: Case, folder: Path, references: dict[Case, dict]
 ) -> dict[str, torch.Tensor]:
-    """The weights of the one-process ``reference``, trained once and kept in ``references``."""
+    """The weights of the one-process ``reference``, trained once (in this process) and kept in
+    ``references``."""
     if reference not in references:
-        path = run_program(reference, folder / f"reference-{reference.name}", timeout)
+        with one_thread():
+            path = fit(reference, folder / f"reference-{reference.name}")
         references[reference] = torch.load(path, weights_only=True)
     return references[reference]
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """torch on one intra-op thread for the block, as the programs run (OMP_NUM_THREADS=1)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def evaluation(folder: Path) -> tuple[dict, list[int], torch.Tensor]:
@@ -570,7 +584,9 @@ def run_evaluation(case: Case, folder: Path, timeout: float) -> Outcome:
     """validate/test/predict on ``case``'s ranks against one process: the same metrics (synced
     means, torchmetrics), and every sample predicted once, to the same values."""
     try:
-        run_program(case.reference(), folder / "reference", timeout, "--evaluate")
+        (folder / "reference").mkdir(parents=True)
+        with one_thread():  # the one process: this one
+            evaluate(case.reference(), folder / "reference")
         run_program(case, folder / "run", timeout, "--evaluate")
     except RunFailed as failed:
         return Outcome(case, "broken", str(failed))
