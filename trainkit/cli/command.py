@@ -49,7 +49,18 @@ __all__ = [
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: run ``trainkit ARGV`` and return the exit code (0; 2 for bad input;
     1 for an error in the user's code; 75, EX_TEMPFAIL, when a stop signal preempted fit).
-    ``sys.exit(main())`` is the console script; tests call ``main([...])`` in-process."""
+    ``sys.exit(main())`` is the console script; called from code, ``main([...])`` runs in this
+    process and the ranks it launches run ``python -m trainkit ARGV``."""
+    if argv is not None:
+        from trainkit.distributed.launchers.rank_command import ranks_run
+
+        with ranks_run([sys.executable, "-m", "trainkit", *argv]):
+            return main_of(argv)
+    return main_of(argv)
+
+
+def main_of(argv: list[str] | None) -> int:
+    """``main``'s body: the exit code of ``trainkit ARGV`` (None: ``sys.argv``)."""
     try:
         _run(argv)
     except SystemExit as stop:  # fail(), --help, a launcher's ranks' code: its code, returned

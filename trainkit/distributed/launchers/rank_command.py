@@ -3,7 +3,10 @@ after a stop signal."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
+from contextvars import ContextVar
 from pathlib import Path
 
 from trainkit.distributed.rank_env import World, rank_env
@@ -17,7 +20,7 @@ from trainkit.distributed.signals import (
 )
 from trainkit.errors import ConfigError
 
-__all__ = ["build_rank_command", "saved_mark", "stop_grace"]
+__all__ = ["RANK_COMMAND", "build_rank_command", "ranks_run", "saved_mark", "stop_grace"]
 
 
 def build_rank_command(
@@ -54,3 +57,18 @@ def stop_grace() -> float:
     if not grace > 0:
         raise ConfigError(STOP_GRACE_ENV, value, "seconds > 0", "unset it for 120")
     return grace
+
+
+# the command each rank runs when it is not this process's own: ``trainkit.cli.main(argv)``
+# called from code runs ``python -m trainkit ARGV`` in its ranks
+RANK_COMMAND: ContextVar[list[str] | None] = ContextVar("rank_command", default=None)
+
+
+@contextlib.contextmanager
+def ranks_run(command: list[str]) -> Iterator[None]:
+    """Ranks started inside the block run ``command`` rather than this process's own argv."""
+    token = RANK_COMMAND.set(command)
+    try:
+        yield
+    finally:
+        RANK_COMMAND.reset(token)

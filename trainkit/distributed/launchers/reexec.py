@@ -16,6 +16,7 @@ from typing import Any, NoReturn, Protocol
 from trainkit.distributed.environments import NodePlacement
 from trainkit.distributed.launchers.hydra import hydra_rank_command
 from trainkit.distributed.launchers.job_nodes import JobNodes, NodeGaveUp
+from trainkit.distributed.launchers.rank_command import RANK_COMMAND
 from trainkit.distributed.launchers.rank_group import RankGroup, build_rank_command, stop_grace
 from trainkit.distributed.ports import check_port_free, find_free_port
 from trainkit.distributed.rank_env import World
@@ -28,7 +29,11 @@ PORT_RETRIES = 3
 
 
 def current_command() -> list[str]:
-    """The argv that re-runs this process: ``python script.py ...`` or ``python -m pkg ...``."""
+    """The argv that re-runs this process: ``python script.py ...`` or ``python -m pkg ...``
+    (or the command ``ranks_run`` set)."""
+    given = RANK_COMMAND.get()
+    if given is not None:
+        return list(given)
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
     if spec is not None and spec.name and spec.name != "__main__":
