@@ -148,3 +148,26 @@ def run_main(
         code = main(list(args))
     out, err = read_output()
     return subprocess.CompletedProcess(["trainkit", *args], code, out, err)
+
+
+def run_script(
+    script: Path, args: tuple[str, ...], cwd: Path, env: dict[str, str], threads: int = 1
+) -> int:
+    """``python SCRIPT ARGS`` in this interpreter (``runpy``, as ``__main__``), in ``cwd`` with
+    ``env`` and torch on ``threads`` intra-op threads; its exit code. The process-wide state
+    is put back afterwards, as after ``run_main``."""
+    import runpy
+
+    import torch
+
+    from trainkit.cli.command import exit_code
+
+    with command_state(cwd, env):
+        sys.argv = [str(script), *args]
+        sys.path.insert(0, str(script.parent))
+        torch.set_num_threads(threads)
+        try:
+            runpy.run_path(str(script), run_name="__main__")
+        except SystemExit as stop:
+            return exit_code(stop.code)
+    return 0

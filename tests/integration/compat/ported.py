@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.helpers.command_env import REPO, cli_env, run_captured
+from tests.helpers.in_process import run_script
 
 PROGRAMS = Path(__file__).parent / "programs"
 
@@ -46,9 +47,16 @@ def as_lightning(source: str) -> str:
 
 
 def run_program(
-    name: str, tmp_path: Path, *args: str, lightning: bool = False, timeout: float = 240
+    name: str,
+    tmp_path: Path,
+    *args: str,
+    lightning: bool = False,
+    ranks: int = 1,
+    timeout: float = 240,
 ) -> dict:
-    """Run ``programs/<name>.py ARGS`` in ``tmp_path``; returns what it wrote as its result."""
+    """Run ``programs/<name>.py ARGS`` in ``tmp_path``; returns what it wrote as its result. A
+    program of one process runs in this interpreter (``runpy``); one that starts ``ranks`` > 1
+    runs as its own process (its launcher re-runs the file per rank)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     program = PROGRAMS / f"{name}.py"
     if lightning:
@@ -63,6 +71,10 @@ def run_program(
         OMP_NUM_THREADS="1",
         MKL_NUM_THREADS="1",
     )
+    if ranks == 1:
+        code = run_script(program, args, tmp_path, env)
+        assert code == 0, f"{name} ended with exit code {code} (its output is above)"
+        return json.loads(result.read_text())
     proc = run_captured(
         [sys.executable, str(program), *args], cwd=tmp_path, env=env, timeout=timeout
     )

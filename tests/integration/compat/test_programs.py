@@ -21,7 +21,7 @@ lightning_installed = pytest.mark.skipif(
 @pytest.mark.distributed
 @pytest.mark.timeout(300)
 def test_gan_with_two_manual_backwards_trains_on_two_ddp_ranks(tmp_path):
-    result = run_program("gan", tmp_path, "2")
+    result = run_program("gan", tmp_path, "2", ranks=2)
     assert all(math.isfinite(value) for value in result["metrics"].values())
     assert set(result["metrics"]) == {"g_loss", "d_loss"}
     first, second = result["checksums"]
@@ -76,7 +76,7 @@ def test_the_same_program_under_lightning_ends_with_the_same_metrics(
 @pytest.mark.timeout(300)
 def test_a_hydra_app_on_two_ranks_writes_one_run_folder(tmp_path):
     pytest.importorskip("hydra", reason="hydra-core is not installed")
-    result = run_program("hydra_app", tmp_path, "trainer.devices=2")
+    result = run_program("hydra_app", tmp_path, "trainer.devices=2", ranks=2)
     assert result["world"] == 2 and result["metrics"]["val_acc"] > 0.9
     (run,) = tmp_path.glob("outputs/*/*")  # one folder: the second rank reused the first's
     assert str(run) == result["output_dir"]
