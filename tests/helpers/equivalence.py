@@ -470,6 +470,39 @@ def run_program(case: Case, folder: Path, timeout: float, *options: str) -> Path
     return folder / "weights.pt"
 
 
+# strategies whose ranks trainkit's launcher starts as new interpreters (they run the program),
+# so the test's own interpreter can be the launching one; dp and ddp2 on one CPU node train in
+# one process. ddp_spawn and ddp_fork start their ranks from the launching process, which must
+# not be a pytest worker; deepspeed's import changes process-wide state: both run as programs.
+LAUNCHED_FROM_THIS_PROCESS = {"ddp", "ddp_sharded", "fsdp", "dp", "ddp2"}
+
+
+def run_here(case: Case, folder: Path, timeout: float, *options: str) -> Path:
+    """``run_program``, with this interpreter as the launching process where the strategy
+    allows it (its ranks run the program); raises RunFailed when it fails."""
+    if case.strategy not in LAUNCHED_FROM_THIS_PROCESS:
+        return run_program(case, folder, timeout, *options)
+    from tests.helpers.in_process import command_state
+    from trainkit.cli.command import exit_code
+    from trainkit.distributed.launchers.rank_command import ranks_run
+
+    folder.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, str(PROGRAM), case.to_json(), str(folder), *options]
+    resume_from = options[1] if options[:1] == ("--resume-from",) else None
+    code = 0
+    with command_state(folder, cli_env(OMP_NUM_THREADS="1")), ranks_run(command), one_thread():
+        try:
+            if "--evaluate" in options:
+                evaluate(case, folder)
+            else:
+                fit(case, folder, resume_from)
+        except SystemExit as stop:  # the launcher ends with its ranks' exit code
+            code = exit_code(stop.code)
+    if code != 0:
+        raise RunFailed(code, "the ranks' output is in the test's captured output")
+    return folder / "weights.pt"
+
+
 class RunFailed(Exception):
     """A case's program exited with an error: its exit code (None: stopped) and output."""
 
@@ -521,10 +554,10 @@ def run_case(case: Case, folder: Path, references: dict[Case, dict], timeout: fl
         return Outcome(case, "broken", f"expected a refusal ({difference.why}), but it trained")
     try:
         reference = reference_weights(case.reference(), folder.parent, references)
-        straight = torch.load(run_program(case, folder / "run", timeout), weights_only=True)
+        straight = torch.load(run_here(case, folder / "run", timeout), weights_only=True)
         if case.resume:
             mid = step_checkpoint(folder / "run", RESUME_STEP)
-            path = run_program(case, folder / "resumed", timeout, "--resume-from", str(mid))
+            path = run_here(case, folder / "resumed", timeout, "--resume-from", str(mid))
             resumed = torch.load(path, weights_only=True)
             gap = max_difference(resumed, straight)
             if gap > (0 if case.ranks <= 2 else RESUME_GAP_4_RANKS):
@@ -587,7 +620,7 @@ def run_evaluation(case: Case, folder: Path, timeout: float) -> Outcome:
         (folder / "reference").mkdir(parents=True)
         with one_thread():  # the one process: this one
             evaluate(case.reference(), folder / "reference")
-        run_program(case, folder / "run", timeout, "--evaluate")
+        run_here(case, folder / "run", timeout, "--evaluate")
     except RunFailed as failed:
         return Outcome(case, "broken", str(failed))
     expected, expected_rows, expected_values = evaluation(folder / "reference")
