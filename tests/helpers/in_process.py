@@ -44,8 +44,9 @@ def command_state(cwd: Path, env: dict[str, str] | None = None) -> Iterator[None
         torch.are_deterministic_algorithms_enabled(),
         torch.is_deterministic_algorithms_warn_only_enabled(),
     )
-    if env is None:
+    if env is None:  # the ranks a command launches import the repository's modules too
         env = {key: value for key, value in os.environ.items() if key not in RANK_VARIABLES}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)

@@ -99,14 +99,15 @@ def _run(argv: list[str] | None) -> None:
     with hold_stop_signals(until_exit=True) if fitting else contextlib.nullcontext():
         cli = TrainkitCLI(args=argv)
     code = PREEMPTED_EXIT_CODE if getattr(cli.trainer, "preempted", None) else 0
-    finish_rank(code)
+    finish_rank(code, end_process=argv is None)  # main(argv) called from code returns
     if code:
         raise SystemExit(code)
 
 
-def finish_rank(code: int = 0) -> None:
-    """After a run in a rank: sync, destroy the process group, and leave without interpreter
-    finalization (where gloo threads still holding tensors can abort the process)."""
+def finish_rank(code: int = 0, end_process: bool = True) -> None:
+    """After a run in a rank: sync, destroy the process group, and (``end_process``) leave
+    without interpreter finalization (where gloo threads still holding tensors can abort the
+    process); else return to the caller."""
     from trainkit.distributed.error_file import (
         exit_without_finalizing,
         process_group_is_up,
@@ -123,7 +124,8 @@ def finish_rank(code: int = 0) -> None:
     dist.barrier()
     dist.destroy_process_group()
     run_clean_exits()
-    exit_without_finalizing(code)
+    if end_process:
+        exit_without_finalizing(code)
 
 
 class TrainkitCLI(LightningCLI):

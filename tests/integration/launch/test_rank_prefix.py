@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers.command_env import REPO
+from tests.helpers.command_env import REPO, cli_env
 
 CONFIG = str(REPO / "configs" / "autoencoder.yaml")
 
@@ -12,10 +12,8 @@ CONFIG = str(REPO / "configs" / "autoencoder.yaml")
 @pytest.mark.slow  # starts ranks
 @pytest.mark.distributed
 @pytest.mark.timeout(300)
-def test_trainkit_rank_prefix_marks_the_lines_of_each_rank(run_cli):
-    from tests.helpers.command_env import cli_env
-
-    result = run_cli(
+def test_trainkit_rank_prefix_marks_the_lines_of_each_rank(run_main):
+    result = run_main(
         "fit",
         "-c",
         CONFIG,
@@ -25,7 +23,6 @@ def test_trainkit_rank_prefix_marks_the_lines_of_each_rank(run_cli):
         "--trainer.limit_val_batches=1",
         "--model",
         "tests.helpers.printing.PrintsItsRank",
-        timeout=480,
         env=cli_env(TRAINKIT_RANK_PREFIX="1"),
     )
     assert result.returncode == 0, result.stderr

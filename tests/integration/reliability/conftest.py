@@ -6,17 +6,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_trainkit
+from tests.helpers.command_env import cli_env
+from tests.helpers.in_process import command_state
 from tests.helpers.session_runs import made_once
 from tests.integration.reliability.runs import checkpoints, write_config
 
 
 def _straight_run(folder: Path, devices: int) -> dict[str, Path]:
+    """``trainkit fit`` of the shared config, run in this process (its ranks, if any, are
+    processes of their own); its output goes to the asking test's captured output."""
+    from trainkit.cli import main
+
     config = write_config(folder, devices=devices)
-    result = run_trainkit(
-        "fit", "-c", str(config), "--trainer.default_root_dir", str(folder / "run"), cwd=folder
-    )
-    assert result.returncode == 0, result.stderr
+    with command_state(folder, cli_env()):  # its ranks import the model from tests/
+        code = main(["fit", "-c", str(config), "--trainer.default_root_dir", str(folder / "run")])
+    assert code == 0, f"the never-interrupted run of {devices} rank(s) ended with {code}"
     return {"last": checkpoints(folder / "run")["last.ckpt"]}
 
 

@@ -18,17 +18,21 @@ pytestmark = pytest.mark.timeout(120)
 FAULT_EXIT_CODES = {"raise": 1, "exit": 3, "kill": 128 + signal.SIGKILL}
 
 
-def run_with_fault(tmp_path, start_cli, fault, rank, env=None, **trainer):
+def run_with_fault(tmp_path, run_main, fault, rank, env=None, **trainer):
+    """Two ranks, ``fault`` injected in ``rank`` at step 2; the launcher runs in this process
+    (what it says and returns is the subject, not its process). Returns the exit code, the
+    seconds from the fault to the job's end, and stderr."""
     fault_file = tmp_path / "fault_time"
     config = write_config(
         tmp_path, devices=2, fault=fault, fault_rank=rank, fault_step=2, fault_file=str(fault_file)
     )
     overrides = [f"--trainer.{key}={value}" for key, value in trainer.items()]
-    proc = start_cli("fit", "-c", str(config), *overrides, env=env)
-    code = proc.wait(timeout=180)
+    root = ["--trainer.default_root_dir", str(tmp_path)]
+    # the ranks import the model from tests/: the repository on their PYTHONPATH
+    done = run_main("fit", "-c", str(config), *overrides, *root, env=env or cli_env())
     ended = time.time()
-    assert fault_file.exists(), proc.stderr.read()
-    return code, ended - float(fault_file.read_text()), proc.stderr.read()
+    assert fault_file.exists(), done.stderr
+    return done.returncode, ended - float(fault_file.read_text()), done.stderr
 
 
 @pytest.mark.parametrize(
@@ -37,9 +41,9 @@ def run_with_fault(tmp_path, start_cli, fault, rank, env=None, **trainer):
     # traceback or only a code are each shown from one side (any rank runs the same code)
     [("kill", 0), ("kill", 1), ("raise", 1), ("exit", 0)],
 )
-def test_a_crashed_rank_ends_the_job(tmp_path, start_cli, fault, rank):
+def test_a_crashed_rank_ends_the_job(tmp_path, run_main, no_leftovers, fault, rank):
     """The other rank is waiting in the gradient all-reduce when its peer dies."""
-    code, _, stderr = run_with_fault(tmp_path, start_cli, fault, rank)
+    code, _, stderr = run_with_fault(tmp_path, run_main, fault, rank)
     assert code == FAULT_EXIT_CODES[fault], stderr
     assert f"trainkit: rank {rank} " in stderr
     if fault == "kill":
@@ -51,9 +55,9 @@ def test_a_crashed_rank_ends_the_job(tmp_path, start_cli, fault, rank):
         assert stderr.count("Traceback (most recent call last)") == 1, stderr
 
 
-def test_a_hung_rank_ends_the_job_after_the_timeout_naming_it(tmp_path, start_cli):
+def test_a_hung_rank_ends_the_job_after_the_timeout_naming_it(tmp_path, run_main, no_leftovers):
     code, seconds, stderr = run_with_fault(
-        tmp_path, start_cli, "hang", 1, env=cli_env(TRAINKIT_COLLECTIVE_TIMEOUT="4")
+        tmp_path, run_main, "hang", 1, env=cli_env(TRAINKIT_COLLECTIVE_TIMEOUT="4")
     )
     assert code != 0
     assert seconds >= 4.0, stderr
@@ -61,10 +65,10 @@ def test_a_hung_rank_ends_the_job_after_the_timeout_naming_it(tmp_path, start_cl
     assert "waiting: rank 0 in backward (gradient all-reduce)" in stderr
 
 
-def test_the_strategy_timeout_setting_bounds_a_hang(tmp_path, start_cli):
+def test_the_strategy_timeout_setting_bounds_a_hang(tmp_path, run_main, no_leftovers):
     code, seconds, stderr = run_with_fault(
         tmp_path,
-        start_cli,
+        run_main,
         "hang",
         0,
         **{"strategy": "trainkit.strategies.DDPStrategy", "strategy.timeout": 3},
@@ -74,24 +78,23 @@ def test_the_strategy_timeout_setting_bounds_a_hang(tmp_path, start_cli):
     assert "late: rank 0 in training_step" in stderr
 
 
-def test_a_collective_only_one_rank_calls_ends_the_job(tmp_path, start_cli):
+def test_a_collective_only_one_rank_calls_ends_the_job(tmp_path, run_main, no_leftovers):
     code, _, stderr = run_with_fault(
-        tmp_path, start_cli, "extra_collective", 1, env=cli_env(TRAINKIT_COLLECTIVE_TIMEOUT="4")
+        tmp_path, run_main, "extra_collective", 1, env=cli_env(TRAINKIT_COLLECTIVE_TIMEOUT="4")
     )
     assert code != 0
     assert "trainkit: rank " in stderr
     assert "rank 1 in training_step (epoch 0, batch 2" in stderr  # where it called it
 
 
-def test_a_rank_stuck_in_its_data_loader_is_named(tmp_path, start_cli):
+def test_a_rank_stuck_in_its_data_loader_is_named(tmp_path, run_main, no_leftovers):
     config = write_config(tmp_path, devices=2, workers=1, data={"stall_rank": 1, "stall_after": 12})
     started = time.monotonic()
     # the ranks' data-loader workers die with the job and leave multiprocessing's temp folders
     env = cli_env(TRAINKIT_COLLECTIVE_TIMEOUT="4", TMPDIR=str(tmp_path))
-    proc = start_cli("fit", "-c", str(config), env=env)
-    code = proc.wait(timeout=180)
-    stderr = proc.stderr.read()
-    assert code != 0
+    done = run_main("fit", "-c", str(config), "--trainer.default_root_dir", str(tmp_path), env=env)
+    stderr = done.stderr
+    assert done.returncode != 0
     assert time.monotonic() - started >= 4.0, stderr  # it waited out the 4 s timeout
     assert "late: rank 1 in loading the next batch (epoch 0, batch " in stderr
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.helpers.command_env import cli_env
 from tests.integration.reliability.runs import (
     assert_same_weights,
     checkpoints,
@@ -22,12 +23,19 @@ from tests.integration.reliability.runs import (
     ids=["1rank", "2ranks", "2ranks-2workers"],
 )
 def test_resume_from_a_mid_epoch_checkpoint_is_bitwise_exact(
-    tmp_path, start_cli, straight_run, devices, workers, train_size
+    tmp_path, run_main, no_leftovers, straight_run, devices, workers, train_size
 ):
     config = write_config(tmp_path, devices=devices, workers=workers, train_size=train_size)
     if workers:
-        straight = start_cli("fit", "-c", str(config), root=tmp_path / "straight")
-        assert straight.wait(timeout=240) == 0, straight.stderr.read()
+        straight = run_main(
+            "fit",
+            "-c",
+            str(config),
+            "--trainer.default_root_dir",
+            str(tmp_path / "straight"),
+            env=cli_env(),  # the ranks import the model from tests/
+        )
+        assert straight.returncode == 0, straight.stderr
         saved = checkpoints(tmp_path / "straight")
     else:  # the shared reference run is this very config
         saved = checkpoints(straight_run(devices).parent.parent)
@@ -42,10 +50,17 @@ def test_resume_from_a_mid_epoch_checkpoint_is_bitwise_exact(
     assert loops["epoch"] == 1 and not loops["epoch_completed"]
     assert 0 < loops["batches_in_epoch"] < batches_per_epoch
 
-    resumed = start_cli(
-        "fit", "-c", str(config), "--ckpt_path", str(saved[mid]), root=tmp_path / "resumed"
+    resumed = run_main(
+        "fit",
+        "-c",
+        str(config),
+        "--ckpt_path",
+        str(saved[mid]),
+        "--trainer.default_root_dir",
+        str(tmp_path / "resumed"),
+        env=cli_env(),
     )
-    assert resumed.wait(timeout=240) == 0, resumed.stderr.read()
+    assert resumed.returncode == 0, resumed.stderr
     assert_same_weights(saved["last.ckpt"], checkpoints(tmp_path / "resumed")["last.ckpt"])
     assert (
         torch.load(checkpoints(tmp_path / "resumed")["last.ckpt"], weights_only=True)["global_step"]
@@ -87,28 +102,37 @@ def _fit_with_mid_epoch_validation(root, ckpt_path=None):
 
 def test_resume_replays_the_validation_that_followed_the_checkpoint(tmp_path):
     trainer, straight = _fit_with_mid_epoch_validation(tmp_path / "a")
-    mid = trainer.checkpoint_callback.dirpath + "/epoch=1-step=16.ckpt"
+    saved_by = trainer.checkpoint_callback
+    assert saved_by is not None and saved_by.dirpath is not None
+    mid = f"{saved_by.dirpath}/epoch=1-step=16.ckpt"
     assert torch.load(mid, weights_only=True)["loops"]["batches_in_epoch"] == 4
     resumed_trainer, resumed = _fit_with_mid_epoch_validation(tmp_path / "b", ckpt_path=mid)
     for key, value in straight.state_dict().items():
         assert torch.equal(resumed.state_dict()[key], value), key
     for name in ("train_loss_mean", "val_loss"):
-        assert torch.equal(
-            resumed_trainer.callback_metrics[name], trainer.callback_metrics[name]
-        ), name
+        ours, theirs = resumed_trainer.callback_metrics[name], trainer.callback_metrics[name]
+        assert isinstance(ours, torch.Tensor) and isinstance(theirs, torch.Tensor), name
+        assert torch.equal(ours, theirs), name
 
 
 @pytest.mark.timeout(180)
 def test_a_two_rank_checkpoint_resumes_on_one_process_after_the_samples_it_trained(
-    tmp_path, start_cli, straight_run
+    tmp_path, run_main, straight_run
 ):
     saved = checkpoints(straight_run(2).parent.parent)  # 6 batches of 4 per rank and epoch
     mid = saved["epoch=1-step=10.ckpt"]
     assert torch.load(mid, weights_only=True)["loops"]["batches_in_epoch"] == 4
-    resumed = start_cli(
-        "fit", "-c", str(write_config(tmp_path, devices=1)), "--ckpt_path", str(mid)
+    resumed = run_main(
+        "fit",
+        "-c",
+        str(write_config(tmp_path, devices=1)),
+        "--ckpt_path",
+        str(mid),
+        "--trainer.default_root_dir",
+        str(tmp_path),
+        env=cli_env(),
     )
-    out, err = resumed.communicate(timeout=240)
+    out, err = resumed.stdout, resumed.stderr
     assert resumed.returncode == 0, err
     assert "saved by 2 rank(s) and resumes on 1" in out
     assert "goes on after the 32 samples it had trained (8 batches per rank skipped" in out

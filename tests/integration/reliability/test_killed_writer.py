@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -13,10 +14,10 @@ from trainkit.checkpoint.files import load_checkpoint, save_checkpoint
 
 
 @pytest.mark.timeout(120)
-def test_sigkill_during_a_checkpoint_write_keeps_the_previous_last_ckpt(tmp_path, start_cli):
+def test_sigkill_during_a_checkpoint_write_keeps_the_previous_last_ckpt(tmp_path: Path, start_cli):
     config = write_config(tmp_path, devices=1, ballast_mb=96)
     run = start_cli("fit", "-c", str(config), "--trainer.callbacks.every_n_train_steps", "1")
-    folder = None
+    folder: Path | None = None
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:  # wait for a last.ckpt, then for the next write to begin
         lasts = list(tmp_path.glob("**/checkpoints/last.ckpt"))
@@ -29,6 +30,7 @@ def test_sigkill_during_a_checkpoint_write_keeps_the_previous_last_ckpt(tmp_path
         time.sleep(0.001)
     run.wait(timeout=60)
     assert run.returncode == -signal.SIGKILL
+    assert folder is not None, "no last.ckpt was written"
     partial = list(folder.glob(".last.ckpt.*.tmp"))
     assert partial, "the kill should have caught a write in progress"
 

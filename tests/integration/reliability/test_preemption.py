@@ -11,6 +11,7 @@ import psutil
 import pytest
 import torch
 
+from tests.helpers.command_env import cli_env
 from tests.integration.reliability.runs import assert_same_weights, checkpoints, write_config
 from trainkit import PREEMPTED_EXIT_CODE
 
@@ -48,27 +49,30 @@ def interrupted(tmp_path, start_cli, devices, send):
     return stderr
 
 
-def interrupted_then_resumed(tmp_path, start_cli, straight_run, devices, send):
-    """``interrupted``, then ``--ckpt_path last`` must end with the straight run's weights."""
+def interrupted_then_resumed(tmp_path, start_cli, run_main, straight_run, devices, send):
+    """``interrupted``, then ``--ckpt_path last`` (run in this process: no signal goes to it)
+    must end with the straight run's weights."""
     stderr = interrupted(tmp_path, start_cli, devices, send)
-    resumed = start_cli(
+    resumed = run_main(
         "fit",
         "-c",
         str(write_config(tmp_path, devices)),
         "--ckpt_path",
         "last",
-        root=tmp_path / "b",
+        "--trainer.default_root_dir",
+        str(tmp_path / "b"),
+        env=cli_env(),  # the ranks import the model from tests/
     )
-    assert resumed.wait(timeout=240) == 0, resumed.stderr.read()
+    assert resumed.returncode == 0, resumed.stderr
     assert_same_weights(straight_run(devices), checkpoints(tmp_path / "b")["last.ckpt"])
     return stderr
 
 
 def test_sigterm_to_the_launcher_stops_every_rank_saves_once_and_resumes_exactly(
-    tmp_path, start_cli, straight_run
+    tmp_path, start_cli, run_main, straight_run
 ):
     stderr = interrupted_then_resumed(
-        tmp_path, start_cli, straight_run, 2, lambda p: p.send_signal(signal.SIGTERM)
+        tmp_path, start_cli, run_main, straight_run, 2, lambda p: p.send_signal(signal.SIGTERM)
     )
     assert stderr.count("; saved ") == 1, stderr
     assert "preempted (SIGTERM)" in stderr and "--ckpt_path last" in stderr
@@ -83,9 +87,9 @@ def test_sigterm_to_one_rank_stops_all_of_them_together(tmp_path, start_cli):
     assert "preempted" in stderr and "Traceback" not in stderr
 
 
-def test_slurm_sigusr1_preempts_a_single_process_run(tmp_path, start_cli, straight_run):
+def test_slurm_sigusr1_preempts_a_single_process_run(tmp_path, start_cli, run_main, straight_run):
     stderr = interrupted_then_resumed(
-        tmp_path, start_cli, straight_run, 1, lambda p: p.send_signal(signal.SIGUSR1)
+        tmp_path, start_cli, run_main, straight_run, 1, lambda p: p.send_signal(signal.SIGUSR1)
     )
     assert "preempted (SIGUSR1)" in stderr
 
@@ -139,8 +143,6 @@ def test_a_stop_signal_after_the_checkpoint_was_saved_keeps_exit_75(tmp_path):
     """A scheduler repeating its SIGTERM: once the stop's checkpoint is saved, a further stop
     signal ends the process with 75 (before, the default action ended it with 143)."""
     import subprocess
-
-    from tests.helpers.command_env import cli_env
 
     marks = tmp_path / "marks"
     marks.mkdir()

@@ -8,6 +8,7 @@ import pytest
 import torch
 import yaml
 
+from tests.helpers.command_env import cli_env
 from trainkit.checkpoint.files import SHARDED_META, load_checkpoint
 
 FSDP_SHARDED_ASYNC = {
@@ -44,17 +45,18 @@ def write_config(folder) -> str:
     return str(path)
 
 
-def fit(start_cli, config, root, *extra):
-    proc = start_cli("fit", "-c", config, *extra, root=root)
-    _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
+def fit(run_main, config, root, *extra):
+    done = run_main(
+        "fit", "-c", config, *extra, "--trainer.default_root_dir", str(root), env=cli_env()
+    )
+    assert done.returncode == 0, done.stderr
     return {p.name: p for p in (root / "checkpoints").iterdir()}
 
 
 @pytest.mark.timeout(320)
-def test_fsdp_async_sharded_checkpoints_resume_bitwise_exact(start_cli, tmp_path):
+def test_fsdp_async_sharded_checkpoints_resume_bitwise_exact(run_main, tmp_path, no_leftovers):
     config = write_config(tmp_path)
-    straight = fit(start_cli, config, tmp_path / "straight")
+    straight = fit(run_main, config, tmp_path / "straight")
     # 12 batches of 4 over 2 ranks: 6 steps an epoch, 12 in all; a checkpoint every 4 steps
     assert sorted(straight) == [
         "epoch=0-step=4.ckpt",
@@ -70,7 +72,7 @@ def test_fsdp_async_sharded_checkpoints_resume_bitwise_exact(start_cli, tmp_path
     mid = load_checkpoint(straight["epoch=1-step=8.ckpt"])
     assert mid["global_step"] == 8 and mid["loops"]["batches_in_epoch"] == 2
     resumed = fit(
-        start_cli,
+        run_main,
         config,
         tmp_path / "resumed",
         "--ckpt_path",

@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.helpers.command_env import REPO
+from tests.helpers.command_env import REPO, cli_env
 
 CONFIG = str(REPO / "configs" / "autoencoder.yaml")
 
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
-def test_compiled_forward_trains_on_two_ranks(start_cli, tmp_path, strategy):
-    proc = start_cli(
+def test_compiled_forward_trains_on_two_ranks(run_main, tmp_path, no_leftovers, strategy):
+    done = run_main(
         "fit",
         "-c",
         CONFIG,
@@ -28,10 +28,12 @@ def test_compiled_forward_trains_on_two_ranks(start_cli, tmp_path, strategy):
         "6",
         "--trainer.compile",
         '{"backend": "aot_eager"}',
+        "--trainer.default_root_dir",
+        str(tmp_path),
+        env=cli_env(),
     )
-    _out, err = proc.communicate(timeout=440)
-    assert proc.returncode == 0, err[-4000:]
-    assert "[__recompiles] Recompiling function forward" in err  # training -> validation
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "[__recompiles] Recompiling function forward" in done.stderr  # training -> validation
     (last,) = tmp_path.glob("*/version_0/checkpoints/last.ckpt")
     names = torch.load(last, weights_only=False)["state_dict"]
     assert names and not any("_orig_mod" in name for name in names)

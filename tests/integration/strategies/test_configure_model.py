@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.helpers.command_env import cli_env
+
 CONFIG = """
 seed_everything: 7
 model:
@@ -22,23 +24,24 @@ trainer:
 """
 
 
-def fitted_weights(start_cli, tmp_path, strategy: str, devices: int = 2) -> dict:
+def fitted_weights(run_main, tmp_path, strategy: str, devices: int = 2) -> dict:
     root = tmp_path / strategy
     root.mkdir()
     config = root / "config.yaml"
     config.write_text(CONFIG.format(devices=devices, strategy=strategy))
-    proc = start_cli("fit", "-c", str(config), root=root)
-    _out, err = proc.communicate(timeout=400)
-    assert proc.returncode == 0, err[-4000:]
+    done = run_main(
+        "fit", "-c", str(config), "--trainer.default_root_dir", str(root), env=cli_env()
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
     (last,) = root.glob("**/last.ckpt")
     return torch.load(last, weights_only=False)["state_dict"]
 
 
 @pytest.mark.timeout(400)
-def test_shard_first_fsdp_and_zero3_end_with_the_weights_of_ddp(start_cli, tmp_path):
-    ddp = fitted_weights(start_cli, tmp_path, "ddp")
+def test_shard_first_fsdp_and_zero3_end_with_the_weights_of_ddp(run_main, tmp_path, no_leftovers):
+    ddp = fitted_weights(run_main, tmp_path, "ddp")
     for strategy in ("fsdp", "deepspeed_stage_3"):
-        sharded = fitted_weights(start_cli, tmp_path, strategy)
+        sharded = fitted_weights(run_main, tmp_path, strategy)
         assert sorted(sharded) == sorted(ddp) and len(ddp) == 8, strategy
         for name, value in ddp.items():
             torch.testing.assert_close(sharded[name], value, rtol=0, atol=1e-6, msg=strategy)

@@ -28,7 +28,7 @@ ARGS = [
 
 
 @pytest.mark.timeout(150)
-def test_ddp2_two_nodes_match_one_process_with_the_whole_batch(start_cli, tmp_path):
+def test_ddp2_two_nodes_match_one_process_with_the_whole_batch(start_cli, run_main, tmp_path):
     port = str(find_free_port())
     nodes = [
         start_cli(
@@ -56,9 +56,11 @@ def test_ddp2_two_nodes_match_one_process_with_the_whole_batch(start_cli, tmp_pa
         "effective batch" in outputs[0][0]
         and " 128" in outputs[0][0].split("effective batch")[1].splitlines()[0]
     )
-    single = start_cli("fit", *ARGS, "--data.init_args.batch_size", "128", root=tmp_path / "single")
-    _, err = single.communicate(timeout=280)
-    assert single.returncode == 0, err
+    single = run_main(
+        "fit", *ARGS, "--data.init_args.batch_size", "128",
+        "--trainer.default_root_dir", str(tmp_path / "single"), env=cli_env(),
+    )  # fmt: skip
+    assert single.returncode == 0, single.stderr
     ddp2 = torch.load(next((tmp_path / "ddp2").glob("**/last.ckpt")), weights_only=True)[
         "state_dict"
     ]

@@ -9,7 +9,7 @@ import re
 import pytest
 import torch
 
-from tests.helpers.command_env import REPO
+from tests.helpers.command_env import REPO, cli_env
 
 NEURON = str(REPO / "configs" / "neuron.yaml")
 NEURON_LINEAR = str(REPO / "configs" / "neuron_linear.yaml")
@@ -17,19 +17,20 @@ NEURON_SQRT = str(REPO / "configs" / "neuron_sqrt.yaml")
 AUTOENCODER = str(REPO / "configs" / "autoencoder.yaml")
 
 
-def neuron_weight(start_cli, *args) -> tuple[float, float, str]:
-    proc = start_cli("fit", *args)
-    out, err = proc.communicate(timeout=340)
-    assert proc.returncode == 0, err
-    match = re.search(r"neuron: weight=([\d.]+) update_variance=([\de.+-]+)", out)
-    return float(match.group(1)), float(match.group(2)), out
+def neuron_weight(run_main, root, *args) -> tuple[float, float, str]:
+    done = run_main("fit", *args, "--trainer.default_root_dir", str(root), env=cli_env())
+    assert done.returncode == 0, done.stderr
+    match = re.search(r"neuron: weight=([\d.]+) update_variance=([\de.+-]+)", done.stdout)
+    return float(match.group(1)), float(match.group(2)), done.stdout
 
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("devices", [1, 2, 8])  # 8 ranks share 2 cores
-def test_neuron_same_weight_for_any_rank_count_at_effective_batch_128(start_cli, devices):
+def test_neuron_same_weight_for_any_rank_count_at_effective_batch_128(
+    run_main, tmp_path, no_leftovers, devices
+):
     weight, variance, out = neuron_weight(
-        start_cli, "-c", NEURON, "--trainer.devices", str(devices)
+        run_main, tmp_path, "-c", NEURON, "--trainer.devices", str(devices)
     )
     assert weight == pytest.approx(0.998, abs=1e-9) and variance == 0
     assert out.count("training configuration") == 1
@@ -48,18 +49,18 @@ def test_neuron_same_weight_for_any_rank_count_at_effective_batch_128(start_cli,
         (NEURON_SQRT, 1 - 8 * 1e-3 * math.sqrt(2)),
     ],
 )
-def test_lr_rules_on_two_ranks(start_cli, config, expected):
-    scaled, _, out = neuron_weight(start_cli, "-c", config, "--trainer.devices", "2")
+def test_lr_rules_on_two_ranks(run_main, tmp_path, no_leftovers, config, expected):
+    scaled, _, out = neuron_weight(run_main, tmp_path, "-c", config, "--trainer.devices", "2")
     assert scaled == pytest.approx(expected, abs=1e-9)
     if config == NEURON_LINEAR:  # the same weight as the unscaled single process
-        single, _, _ = neuron_weight(start_cli, "-c", config, "--trainer.devices", "1")
+        single, _, _ = neuron_weight(run_main, tmp_path, "-c", config, "--trainer.devices", "1")
         assert single == pytest.approx(1 - 16 * 1e-3, abs=1e-9)
         assert scaled == pytest.approx(single, abs=1e-9)
         assert re.search(r"lr scaling\s+linear \(x2\)", out)
 
 
 @pytest.mark.timeout(180)
-def test_noisy_neuron_reports_update_variance(start_cli):
+def test_noisy_neuron_reports_update_variance(run_main, tmp_path, no_leftovers):
     args = [
         "-c",
         NEURON,
@@ -72,13 +73,15 @@ def test_noisy_neuron_reports_update_variance(start_cli):
         "--data.init_args.batch_size",
         "16",
     ]
-    _, single_variance, _ = neuron_weight(start_cli, *args, "--trainer.devices", "1")
-    _, ddp_variance, _ = neuron_weight(start_cli, *args, "--trainer.devices", "2")
+    _, single_variance, _ = neuron_weight(run_main, tmp_path, *args, "--trainer.devices", "1")
+    _, ddp_variance, _ = neuron_weight(run_main, tmp_path, *args, "--trainer.devices", "2")
     assert single_variance > 0 and ddp_variance > 0
 
 
 @pytest.mark.timeout(300)
-def test_autoencoder_with_sgd_on_4_ranks_matches_one_rank_with_the_full_batch(start_cli, tmp_path):
+def test_autoencoder_with_sgd_on_4_ranks_matches_one_rank_with_the_full_batch(
+    run_main, tmp_path, no_leftovers
+):
     args = [
         "-c",
         AUTOENCODER,
@@ -100,9 +103,11 @@ def test_autoencoder_with_sgd_on_4_ranks_matches_one_rank_with_the_full_batch(st
     weights = {}
     for count in (1, 4):
         root = tmp_path / f"n{count}"
-        proc = start_cli("fit", *args, "--trainer.devices", str(count), root=root)
-        _, err = proc.communicate(timeout=340)
-        assert proc.returncode == 0, err
+        done = run_main(
+            "fit", *args, "--trainer.devices", str(count),
+            "--trainer.default_root_dir", str(root), env=cli_env(),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
         weights[count] = torch.load(next(root.glob("**/last.ckpt")), weights_only=True)[
             "state_dict"
         ]

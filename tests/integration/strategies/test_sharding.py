@@ -9,8 +9,7 @@ import shutil
 import pytest
 import torch
 
-from tests.conftest import run_trainkit
-from tests.helpers.command_env import REPO
+from tests.helpers.command_env import REPO, cli_env
 from tests.helpers.probes import tensor_bytes
 from trainkit.checkpoint.files import find_checkpoint, load_checkpoint
 
@@ -49,14 +48,14 @@ COMMON = [
 pytestmark = pytest.mark.xdist_group("sharding")
 
 
-def fit(root, strategy, *extra):
+def fit(run_main, root, strategy, *extra):
     """``trainkit fit`` on 2 ranks into ``root``: its last checkpoint, each rank's optimizer-state
     bytes, and the console output."""
     probe = root.parent / f"{root.name}-probe.yaml"
     probe.write_text(
         "trainer:\n  callbacks:\n    - class_path: tests.helpers.probes.OptimizerStateBytes\n"
     )
-    proc = run_trainkit(
+    done = run_main(
         "fit",
         "-c",
         CONFIG,
@@ -67,24 +66,29 @@ def fit(root, strategy, *extra):
         *extra,
         "--trainer.default_root_dir",
         str(root),
-        cwd=root.parent,
-        timeout=300,
+        env=cli_env(),
     )
-    assert proc.returncode == 0, proc.stderr
+    assert done.returncode == 0, done.stderr
     checkpoint = load_checkpoint(find_checkpoint(root))  # a file, or a folder of per-rank shards
     state_bytes = [int((root / f"optstate_rank{r}.txt").read_text()) for r in range(2)]
-    return checkpoint, state_bytes, proc.stdout
+    return checkpoint, state_bytes, done.stdout
 
 
 @pytest.fixture(scope="module")
-def first_fit(tmp_path_factory):
-    """``first_fit(strategy)``: the folder and results of the strategy's 2-epoch fit, run once."""
-    folder = tmp_path_factory.mktemp("first_fits")
-    done: dict[str, tuple] = {}
+def first_fits(tmp_path_factory):
+    """The folder of every strategy's first fit, and the results of those that ran."""
+    return tmp_path_factory.mktemp("first_fits"), {}
+
+
+@pytest.fixture
+def first_fit(first_fits, run_main):
+    """``first_fit(strategy)``: the folder and results of the strategy's 2-epoch fit, run once
+    (by the first test that asks for it)."""
+    folder, done = first_fits
 
     def get(strategy: str) -> tuple:
         if strategy not in done:
-            done[strategy] = (folder / strategy, *fit(folder / strategy, strategy))
+            done[strategy] = (folder / strategy, *fit(run_main, folder / strategy, strategy))
         return done[strategy]
 
     return get
@@ -127,11 +131,13 @@ def test_sharded_strategies_train_like_ddp_and_shard_optimizer_state(first_fit):
     ],
 )
 def test_checkpoints_resume_in_the_strategy_and_load_on_one_device(
-    first_fit, run_cli, tmp_path, strategy
+    first_fit, run_main, tmp_path, strategy
 ):
     root = tmp_path / strategy
     shutil.copytree(first_fit(strategy)[0], root)
-    resumed, _, out = fit(root, strategy, "--trainer.max_epochs", "3", "--ckpt_path", "last")
+    resumed, _, out = fit(
+        run_main, root, strategy, "--trainer.max_epochs", "3", "--ckpt_path", "last"
+    )
     assert resumed["epoch"] == 2 and resumed["global_step"] == 21  # 7 steps per epoch on each rank
     assert "epoch 2:" in out and "epoch 0:" not in out
     if strategy == "fsdp_sharded_checkpoints":  # every rank wrote its own shard file
@@ -146,7 +152,7 @@ def test_checkpoints_resume_in_the_strategy_and_load_on_one_device(
             assert max(loaded) <= 0.55 * whole and sum(loaded) == pytest.approx(whole, rel=0.02)
     # a folder of shards loads on one device (a single file loads as ddp's does)
     if find_checkpoint(root).is_dir():
-        test = run_cli(
+        test = run_main(
             "test",
             "-c",
             CONFIG,
@@ -158,12 +164,12 @@ def test_checkpoints_resume_in_the_strategy_and_load_on_one_device(
             "last",
             "--trainer.default_root_dir",
             str(root),
-            timeout=240,
+            env=cli_env(),
         )
         assert test.returncode == 0, test.stderr
         assert "test_loss" in test.stdout
     if strategy == "fsdp_sharded_checkpoints":  # the 2 ranks' shards, resharded onto one
-        one = run_cli(
+        one = run_main(
             "fit",
             "-c",
             CONFIG,
@@ -177,7 +183,6 @@ def test_checkpoints_resume_in_the_strategy_and_load_on_one_device(
             "last",
             "--trainer.default_root_dir",
             str(root),
-            timeout=240,
         )
         assert one.returncode == 0, one.stderr
         assert "saved by 2 rank(s) and resumes on 1: weights and optimizer state" in one.stdout
@@ -188,8 +193,8 @@ def test_checkpoints_resume_in_the_strategy_and_load_on_one_device(
 @pytest.mark.parametrize(
     "config", ["fsdp", "sharded", pytest.param("deepspeed", marks=needs_deepspeed)]
 )
-def test_bf16_mixed_trains_with_each_memory_strategy(start_cli, tmp_path, config):
-    proc = start_cli(
+def test_bf16_mixed_trains_with_each_memory_strategy(run_main, tmp_path, no_leftovers, config):
+    done = run_main(
         "fit",
         "-c",
         str(REPO / "configs" / f"{config}.yaml"),
@@ -199,9 +204,12 @@ def test_bf16_mixed_trains_with_each_memory_strategy(start_cli, tmp_path, config
         "2",
         "--data.init_args.num_samples",
         "1024",
+        "--trainer.default_root_dir",
+        str(tmp_path),
+        env=cli_env(),
     )
-    out, err = proc.communicate(timeout=380)
-    assert proc.returncode == 0, err
+    out = done.stdout
+    assert done.returncode == 0, done.stderr
     losses = [
         float(line.split("train_loss=")[1].split()[0])
         for line in out.splitlines()

@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from tests.helpers.command_env import cli_env
+
 CONFIG = """
 seed_everything: 0
 model:
@@ -26,14 +28,16 @@ trainer:
 
 
 @pytest.mark.timeout(180)
-def test_synced_epoch_metrics_equal_the_whole_dataset_metric(start_cli, tmp_path):
+def test_synced_epoch_metrics_equal_the_whole_dataset_metric(run_main, tmp_path, no_leftovers):
     devices = 2  # one process is checked in-process by tests/unit/test_metrics.py
     scores = tmp_path / "scores.json"
     config = tmp_path / "config.yaml"
     config.write_text(CONFIG.format(path=scores))
-    proc = start_cli("fit", "-c", str(config), "--trainer.devices", str(devices))
-    _out, err = proc.communicate(timeout=340)
-    assert proc.returncode == 0, err
+    done = run_main(
+        "fit", "-c", str(config), "--trainer.devices", str(devices),
+        "--trainer.default_root_dir", str(tmp_path), env=cli_env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
     record = json.loads(scores.read_text())
     assert record["world"] == devices
     for name in ("val_acc", "val_f1"):

@@ -25,7 +25,7 @@ trainer:
 
 @pytest.mark.timeout(240)
 def test_rank_zero_logs_one_run_and_every_rank_agrees_on_its_folder(
-    start_cli, tmp_path, monkeypatch
+    run_main, tmp_path, monkeypatch, no_leftovers
 ):
     from tests.helpers.wandb_runs import offline_runs
 
@@ -35,12 +35,12 @@ def test_rank_zero_logs_one_run_and_every_rank_agrees_on_its_folder(
     home = tmp_path / "wandb_home"  # wandb's settings and temp files stay in the test's folder
     home.mkdir()
     env = cli_env(WANDB_SILENT="true", WANDB_CONFIG_DIR=str(home), TMPDIR=str(home))
-    proc = start_cli(
+    done = run_main(
         "fit", "-c", str(REPO / "configs" / "autoencoder.yaml"), "-c", str(config),
-        "--trainer.devices", "2", "--data.init_args.num_samples", "256", env=env,
+        "--trainer.devices", "2", "--data.init_args.num_samples", "256",
+        "--trainer.default_root_dir", str(tmp_path), env=env,
     )  # fmt: skip
-    _out, err = proc.communicate(timeout=460)
-    assert proc.returncode == 0, err
+    assert done.returncode == 0, done.stderr
     client = mlflow.MlflowClient((tmp_path / "store").as_uri())
     (run,) = client.search_runs([client.get_experiment_by_name("ranks").experiment_id])
     assert run.info.status == "FINISHED" and run.data.params["run/world_size"] == "2"

@@ -17,7 +17,7 @@ def test_ranks_run_the_given_command_inside_the_block_only(monkeypatch):
     monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
     monkeypatch.setattr(sys, "argv", ["-c"])
     assert not can_reexecute()
-    command = [sys.executable, "-m", "trainkit", "fit", "-c", "config.yaml"]
+    command = ["python3", "-m", "trainkit", "fit", "-c", "config.yaml"]
     with ranks_run(command):
         assert current_command() == command and can_reexecute()
     with pytest.raises(RuntimeError, match="cannot be re-executed per rank"):
