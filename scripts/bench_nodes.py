@@ -13,7 +13,11 @@ launcher (NODE_RANK, MASTER_ADDR, MASTER_PORT on each node):
 - failure: node 1 lost mid-training, from the moment it is lost until node 0's launcher has
   returned: its ranks SIGKILLed (its launcher sees it), node 1's launcher and ranks SIGKILLed
   together (trainkit gone there), and node 1 cut off the network (no connection closes: node
-  0's ranks wait out a 4 s collective timeout, subtracted here).
+  0's ranks wait out a 4 s collective timeout, subtracted here);
+- refusal: an unrelated program holds MASTER_PORT on node 0: from both launchers started to
+  both refused in one line (exit 2);
+- hang: node 1's only rank sleeps in its training_step: from the hang to both launchers
+  returned, node 0 naming the late rank (the 4 s collective timeout subtracted).
 
 Prints one JSON line per measurement and a summary table (median of the repeats), with the
 reference job of scripts/bench_reference.py (raw torch) timed in the same run beside it, and each
@@ -138,6 +142,57 @@ def failure(nodes: list[Node], how: str, folder: Path) -> float:
     return seconds
 
 
+def port_taken(nodes: list[Node], folder: Path) -> float:
+    """Seconds from both launchers started to both refused (exit 2, one line each), with an
+    unrelated program holding MASTER_PORT on node 0 (one that accepts and never answers)."""
+    ready = folder / "held"
+    hold = [PY, "-m", "tests.integration.clusters.hold_port", str(ready), f"port={PORT}"]
+    holder = subprocess.Popen(nodes[0].command(hold), cwd=folder, env=env(), start_new_session=True)
+    try:
+        wait_files([ready], [holder])
+        config = exact_config(folder)
+        variables = {"MASTER_ADDR": nodes[0].address, "MASTER_PORT": PORT}
+        started = time.monotonic()
+        procs = [
+            launch(node, folder, config, 2, NODE_RANK=str(node.index), **variables)
+            for node in nodes
+        ]
+        codes = [proc.wait(timeout=300) for proc in procs]
+        seconds = time.monotonic() - started
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+    if codes != [2, 2]:
+        raise RuntimeError(f"expected both launchers to refuse (2, 2), got {codes}; see {folder}")
+    return seconds
+
+
+def hung_rank(nodes: list[Node], folder: Path) -> float:
+    """Seconds from node 1's only rank hanging in its training_step (a file it writes) to both
+    launchers returned, minus the 4 s collective timeout node 0's rank waits out first."""
+    fault = folder / "fault_time"
+    config = exact_config(folder, devices=1, fault="hang", fault_rank=1, fault_file=str(fault))
+    variables = {"MASTER_ADDR": nodes[0].address, "MASTER_PORT": PORT}
+    timeout = {"TRAINKIT_COLLECTIVE_TIMEOUT": f"{TIMEOUT_S:g}"}
+    procs = [
+        launch(node, folder, config, 2, NODE_RANK=str(node.index), **variables, **timeout)
+        for node in nodes
+    ]
+    try:
+        wait_files([fault], procs)
+        hung = time.monotonic()
+        codes = [proc.wait(timeout=300) for proc in procs]
+        seconds = time.monotonic() - hung - TIMEOUT_S
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    if 0 in codes or "late: rank 1" not in (folder / "node0.log").read_text():
+        raise RuntimeError(f"node 0 did not name node 1's late rank ({codes}); see {folder}")
+    return seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -147,16 +202,26 @@ def main() -> None:
     rows: dict[str, list[float]] = {}
     with nodes_or_skip(2, tag="bn") as nodes, tempfile.TemporaryDirectory() as scratch:
         for repeat in range(args.repeats):
-            cases = [
-                (f"start-up, {n} x {r} (s)", lambda f, s=(n, r): startup(nodes, s, f))
-                for n, r in ((1, 2), (1, 4), (2, 2))
-            ] + [
-                (
-                    f"node 1 lost: {how} -> node 0 returned (s)",
-                    lambda f, h=how: failure(nodes, h, f),
-                )
-                for how in ("ranks", "node", "network")
-            ]
+            cases = (
+                [
+                    (f"start-up, {n} x {r} (s)", lambda f, s=(n, r): startup(nodes, s, f))
+                    for n, r in ((1, 2), (1, 4), (2, 2))
+                ]
+                + [
+                    (
+                        f"node 1 lost: {how} -> node 0 returned (s)",
+                        lambda f, h=how: failure(nodes, h, f),
+                    )
+                    for how in ("ranks", "node", "network")
+                ]
+                + [
+                    (
+                        "node 0's MASTER_PORT taken -> both refused (s)",
+                        lambda f: port_taken(nodes, f),
+                    ),
+                    ("node 1's rank hung -> both returned (s)", lambda f: hung_rank(nodes, f)),
+                ]
+            )
             for name, measure in cases:
                 if args.only and not name.startswith(
                     "start-up" if args.only == "start-up" else "node"
