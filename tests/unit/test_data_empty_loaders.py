@@ -9,7 +9,6 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from tests.helpers.models import Regression, regression_loader
-from trainkit import Trainer
 
 EMPTY = "Total length of `DataLoader` across ranks is zero"
 
@@ -30,35 +29,23 @@ class SeveralLoaders(Regression):
         super().validation_step(batch, batch_idx)
 
 
-def trainer(tmp_path, **options) -> Trainer:
-    return Trainer(
-        accelerator="cpu",
-        default_root_dir=str(tmp_path),
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        **options,
-    )
-
-
-def test_a_fit_says_each_empty_validation_loader_once_however_many_epochs(tmp_path):
-    fit = trainer(tmp_path, max_epochs=3, num_sanity_val_steps=2)
+def test_a_fit_says_each_empty_validation_loader_once_however_many_epochs(make_trainer):
+    fit = make_trainer(max_epochs=3, num_sanity_val_steps=2)
     model = SeveralLoaders()
     loaders = [empty_loader(), regression_loader(seed=1), empty_loader()]
     assert said(lambda: fit.fit(model, regression_loader(), loaders)) == 2
     assert fit.current_epoch == 3  # trained on
 
 
-def test_each_validate_test_and_predict_call_says_it_again(tmp_path):
+def test_each_validate_test_and_predict_call_says_it_again(make_trainer):
     model = Regression()
-    runner = trainer(tmp_path)
+    runner = make_trainer(enable_model_summary=False)
     assert said(lambda: runner.validate(model, empty_loader())) == 1
     assert said(lambda: runner.validate(model, empty_loader())) == 1
     assert said(lambda: runner.test(model, empty_loader())) == 1
     assert said(lambda: runner.predict(model, empty_loader())) == 1
 
 
-def test_a_limit_of_zero_loads_nothing_so_says_nothing(tmp_path):
+def test_a_limit_of_zero_loads_nothing_so_says_nothing(make_trainer):
     model = Regression()
-    assert said(lambda: trainer(tmp_path, limit_test_batches=0).test(model, empty_loader())) == 0
+    assert said(lambda: make_trainer(limit_test_batches=0).test(model, empty_loader())) == 0

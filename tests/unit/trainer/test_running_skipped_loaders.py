@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers.models import Regression, regression_loader
-from trainkit import Trainer
 
 
 class MissingEvaluationData(Regression):
@@ -25,32 +24,19 @@ class MissingEvaluationData(Regression):
     test_dataloader = predict_dataloader = val_dataloader
 
 
-def trainer(tmp_path, **limits) -> Trainer:
-    return Trainer(
-        accelerator="cpu",
-        max_epochs=1,
-        default_root_dir=str(tmp_path),
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        **limits,
-    )
-
-
-def test_a_fit_with_limit_val_batches_0_never_asks_for_validation_data(tmp_path):
-    fit = trainer(tmp_path, limit_val_batches=0)
+def test_a_fit_with_limit_val_batches_0_never_asks_for_validation_data(make_trainer):
+    fit = make_trainer(max_epochs=1, limit_val_batches=0)
     fit.fit(MissingEvaluationData())
     assert fit.current_epoch == 1 and fit.num_val_batches == []
 
 
 @pytest.mark.parametrize("stage", ["validate", "test", "predict"])
-def test_an_evaluation_with_limit_0_never_asks_for_its_data(tmp_path, stage):
+def test_an_evaluation_with_limit_0_never_asks_for_its_data(make_trainer, stage):
     kind = "val" if stage == "validate" else stage
-    runner = trainer(tmp_path, **{f"limit_{kind}_batches": 0})
+    runner = make_trainer(**{f"limit_{kind}_batches": 0})
     assert getattr(runner, stage)(MissingEvaluationData()) == []
 
 
-def test_with_a_limit_the_hook_is_asked_and_its_error_is_the_users(tmp_path):
+def test_with_a_limit_the_hook_is_asked_and_its_error_is_the_users(make_trainer):
     with pytest.raises(FileNotFoundError, match=r"val\.csv"):
-        trainer(tmp_path).validate(MissingEvaluationData())
+        make_trainer().validate(MissingEvaluationData())
