@@ -64,8 +64,8 @@ def watching() -> Iterator[list[str]]:
     WATCHERS.append(found)
     try:
         yield found
-    finally:
-        WATCHERS.remove(found)
+    finally:  # this block's own list (lists compare equal by content, so not list.remove)
+        del WATCHERS[next(i for i, watcher in enumerate(WATCHERS) if watcher is found)]
 
 
 class Census:

@@ -173,3 +173,15 @@ def test_the_harness_uses_no_private_name_of_python_pytest_or_torch():
         if (uses := private_uses(path.read_text()))
     }
     assert not found, found
+
+
+def test_nested_process_watches_each_see_their_own_block():
+    """The unit tier's watch inside the census's: each ends its own, whatever they saw."""
+    from tests.helpers.spawn_census import WATCHERS, audit, watching
+
+    with watching() as outer:
+        audit("os.fork", ())  # what the outer saw before the inner began (a fork: allowed here)
+        with watching() as inner:
+            pass
+        assert inner == [] and outer == ["os.fork ()"] and WATCHERS[-1] is outer
+    assert all(watcher is not outer and watcher is not inner for watcher in WATCHERS)
