@@ -473,14 +473,23 @@ def run_program(case: Case, folder: Path, timeout: float, *options: str) -> Path
 # strategies whose ranks trainkit's launcher starts as new interpreters (they run the program),
 # so the test's own interpreter can be the launching one; dp and ddp2 on one CPU node train in
 # one process. ddp_spawn and ddp_fork start their ranks from the launching process, which must
-# not be a pytest worker; deepspeed's import changes process-wide state: both run as programs.
+# not be a pytest worker: they run as programs.
 LAUNCHED_FROM_THIS_PROCESS = {"ddp", "ddp_sharded", "fsdp", "dp", "ddp2"}
+
+
+def launched_from_this_process(case: Case) -> bool:
+    """Whether ``run_here`` runs ``case`` from this interpreter. deepspeed is imported (and
+    builds its ops) where a rank trains: a case of several ranks is launched from here, a case
+    of one, which would train here, runs as a program."""
+    if case.strategy.startswith("deepspeed"):
+        return case.ranks > 1
+    return case.strategy in LAUNCHED_FROM_THIS_PROCESS
 
 
 def run_here(case: Case, folder: Path, timeout: float, *options: str) -> Path:
     """``run_program``, with this interpreter as the launching process where the strategy
     allows it (its ranks run the program); raises RunFailed when it fails."""
-    if case.strategy not in LAUNCHED_FROM_THIS_PROCESS:
+    if not launched_from_this_process(case):
         return run_program(case, folder, timeout, *options)
     from tests.helpers.in_process import command_state
     from trainkit.cli.command import exit_code

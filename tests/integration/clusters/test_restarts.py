@@ -13,8 +13,6 @@ from tests.helpers.command_env import cli_env
 from tests.integration.clusters.conftest import cluster_config, launch, trainkit_command
 from tests.integration.reliability.runs import assert_same_weights, checkpoints
 from trainkit.distributed.ports import find_free_port
-from trainkit.distributed.restarts import Restarts
-from trainkit.distributed.signals import PREEMPTED_EXIT_CODE
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -35,17 +33,6 @@ def test_a_job_that_crashed_twice_ends_with_the_weights_of_one_that_never_crashe
         ) in output, output
         assert f"trainkit: restart {number} (trainkit max_restarts): resuming from" in output
     assert_same_weights(straight_run(2), checkpoints(tmp_path / "run")["last.ckpt"])
-
-
-def test_restarts_stop_when_they_run_out_and_never_follow_a_stop_or_a_preemption(capsys):
-    restarts = Restarts(max_restarts=1)
-    assert not restarts.should_restart(PREEMPTED_EXIT_CODE, False, "rank 0 saved")
-    assert not restarts.should_restart(1, True, "rank 0 failed after SIGTERM")
-    assert restarts.should_restart(1, False, "rank 1 failed with exit code 1 (ValueError: x)")
-    assert not restarts.should_restart(1, False, "rank 1 failed with exit code 1 (ValueError: y)")
-    said = capsys.readouterr().err
-    assert "(ValueError: x); restart 1 of 1 in 1 s: every rank starts again" in said
-    assert "(ValueError: y); no restarts left (max_restarts 1)" in said
 
 
 def test_torchrun_max_restarts_resume_from_last(tmp_path, straight_run, no_leftovers):

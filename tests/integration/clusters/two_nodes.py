@@ -14,8 +14,8 @@ import pytest
 import torch
 import yaml
 
-from tests.conftest import run_trainkit
 from tests.helpers.command_env import cli_env
+from tests.helpers.in_process import run_main
 from tests.integration.clusters.netns import Node
 from tests.integration.reliability.runs import assert_same_weights, checkpoints, write_config
 
@@ -47,15 +47,16 @@ def exact_config(folder: Path, devices: int = 2, batch_size: int = 4, **model) -
 
 def reference_runs(folder: Path) -> dict[str, Path]:
     """last.ckpt of 1 node x 4 ranks (batch 4 each, over 127.0.0.1) and of one process with
-    batch 16 ("1x4", "1x1"): the weights every two-node job must end with."""
+    batch 16 ("1x4", "1x1"): the weights every two-node job must end with. Run from this
+    process (``trainkit.cli.main``: the one process trains here, the 4 ranks are launched from
+    here); the nodes' jobs are the processes under test."""
     done = {}
     for name, devices, batch in (("1x4", 4, 4), ("1x1", 1, 16)):
         config = exact_config(folder / name, devices, batch)
         root = folder / name / "run"
-        result = run_trainkit(
-            "fit", "-c", str(config), "--trainer.default_root_dir", str(root), cwd=folder / name
-        )
-        assert result.returncode == 0, result.stderr
+        args = ("fit", "-c", str(config), "--trainer.default_root_dir", str(root))
+        result = run_main(args, folder / name, read_output=lambda: ("", ""))
+        assert result.returncode == 0, f"the {name} reference run failed (see the captured output)"
         done[name] = checkpoints(root)["last.ckpt"]
     assert_same_weights(done["1x4"], done["1x1"])  # the model's promise, before any node
     return done

@@ -1,16 +1,21 @@
-"""A SLURM job whose resumed attempts keep training too few steps (start-up eats the time window)
-is requeued a bounded number of times, then left to end, with one line saying why."""
+"""What trainkit reads from SLURM: each step of a job gets its own port, uneven steps give each
+node its own task count, and a job whose resumed attempts keep training too few steps (start-up
+eats the time window) is requeued a bounded number of times, then left to end, saying why."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.helpers.launcher_env import SRUN_TASK
+from trainkit.distributed.env import detect_environment
 from trainkit.distributed.slurm import (
     MIN_STEPS_ENV,
     STALLED_ENV,
+    expand_counts,
     max_stalled_requeues,
     requeue_after_preemption,
     requeue_min_steps,
+    step_port,
 )
 from trainkit.errors import ConfigError
 from trainkit.state import StopState
@@ -63,3 +68,15 @@ def test_a_resumed_fit_that_stops_at_once_records_one_more_stalled_attempt(make_
     again = make_trainer(max_epochs=2)
     again.fit(StopsAtOnce(), regression_loader(), ckpt_path=str(last))
     assert again.stalled_attempts == 2
+
+
+def test_steps_of_one_job_and_first_steps_of_neighbouring_jobs_get_their_own_ports():
+    ports = {step_port(job, step) for job in (100, 101) for step in range(8)}
+    assert len(ports) == 16 and all(15000 <= port < 35000 for port in ports)
+    assert detect_environment({**SRUN_TASK, "MASTER_PORT": "6000"}).port_fixed
+
+
+def test_tasks_per_node_of_uneven_steps():
+    assert expand_counts("2(x3),1") == [2, 2, 2, 1]
+    task = {**SRUN_TASK, "SLURM_STEP_TASKS_PER_NODE": "2(x3),1", "SLURM_NODEID": "3"}
+    assert detect_environment({**task, "SLURM_STEP_NUM_NODES": "4"}).local_world_size == 1
