@@ -20,9 +20,13 @@ pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 
 
 def wait_for_files(paths, alive, what: str, timeout: float = 240) -> None:
+    """Until every path exists; ``alive`` (a query to slurmctld) is asked twice a second."""
     deadline = time.monotonic() + timeout
+    asked = 0.0
     while not all(path.exists() for path in paths):
-        assert alive(), f"ended before {what}"
+        if time.monotonic() - asked >= 0.5:
+            assert alive(), f"ended before {what}"
+            asked = time.monotonic()
         assert time.monotonic() < deadline, f"no {what} after {timeout} s"
         time.sleep(0.05)
 
