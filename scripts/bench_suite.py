@@ -44,6 +44,7 @@ class Run:
     summary: str
     wall_s: float
     cpu_s: float
+    machine_cpu_s: float
     reference_s: list[float]
     leftovers: list[str]
 
@@ -61,7 +62,8 @@ class Run:
         left = f", LEFT BEHIND: {'; '.join(self.leftovers)}" if self.leftovers else ""
         return (
             f"rc {self.returncode}: {self.summary}; {_minutes(self.wall_s)} wall, "
-            f"{self.cpu_s:,.0f} CPU-s of waited-for processes; reference job "
+            f"{self.cpu_s:,.0f} CPU-s of waited-for processes, {self.machine_cpu_s:,.0f} CPU-s "
+            f"of the whole machine (SLURM's job steps included); reference job "
             f"{min(self.reference_s):.2f}-{max(self.reference_s):.2f} s "
             f"(quiet machine {QUIET_REFERENCE_S} s){scaled}{left}"
         )
@@ -74,6 +76,15 @@ def _minutes(seconds: float) -> str:
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def _machine_cpu() -> float:
+    """CPU seconds the whole machine has spent busy since boot (``/proc/stat``): counts what
+    daemons run for the suite too (a SLURM job step's ranks are slurmstepd's, not the suite's
+    children), and, in a busy run, the spinning processes."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]
+    user, nice, system, _idle, _iowait, irq, softirq = map(int, fields)
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def _processes_left(mark: str, grace_s: float = 5.0) -> list[str]:
@@ -94,6 +105,7 @@ def run_suite(pytest_args: list[str], busy: int) -> Run:
     try:
         reference = [reference_job_seconds() for _ in range(3)]
         mark, started, cpu_before = uuid.uuid4().hex, time.time(), _children_cpu()
+        machine_before = _machine_cpu()
         suite = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", *pytest_args],
             cwd=REPO,
@@ -102,6 +114,7 @@ def run_suite(pytest_args: list[str], busy: int) -> Run:
             text=True,
         )
         wall_s, cpu_s = time.time() - started, _children_cpu() - cpu_before
+        machine_cpu_s = _machine_cpu() - machine_before
         reference += [reference_job_seconds() for _ in range(3)]
     finally:
         for spinner in spinners:
@@ -111,7 +124,9 @@ def run_suite(pytest_args: list[str], busy: int) -> Run:
     summary = next((line.strip("= ") for line in reversed(lines) if " in " in line), "no summary")
     if suite.returncode != 0:
         print(suite.stdout[-4000:], suite.stderr[-2000:], sep="\n", file=sys.stderr)
-    return Run(suite.returncode, summary, wall_s, cpu_s, reference, _processes_left(mark))
+    return Run(
+        suite.returncode, summary, wall_s, cpu_s, machine_cpu_s, reference, _processes_left(mark)
+    )
 
 
 def main() -> int:
