@@ -49,7 +49,7 @@ def test_torchrun_max_restarts_resume_from_last(tmp_path, straight_run, no_lefto
         str(find_free_port()),
         *trainkit_command(config, tmp_path / "run")[1:],  # -m trainkit fit ...
     ]
-    done = launch(command, tmp_path, cli_env())
+    done = launch(command, tmp_path, cli_env(TMPDIR=str(tmp_path)))  # torchrun's own temp folder
     assert done.returncode == 0, done.stdout
     assert "trainkit: restart 1 (torchrun --max-restarts): resuming from" in done.stdout
     assert_same_weights(straight_run(2), checkpoints(tmp_path / "run")["last.ckpt"])

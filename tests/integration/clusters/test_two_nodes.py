@@ -108,7 +108,8 @@ def test_torchrun_on_two_nodes_trains_like_one_node_and_one_process(
             "-m", "trainkit", "fit", "-c", str(config),
             "--trainer.devices", "2", "--trainer.num_nodes", "2", *root_of(tmp_path),
         ]  # fmt: skip
-        procs.append(launched.start(node, argv, f"torchrun{node.index}"))
+        # TMPDIR: torchrun's own temp folder, in the test's
+        procs.append(launched.start(node, argv, f"torchrun{node.index}", TMPDIR=str(tmp_path)))
     assert [finish(proc) for proc in procs] == [0, 0], [output(p) for p in procs]
     assert ranks_ran(tmp_path) == {0: 0, 1: 0, 2: 1, 3: 1}
     assert_trained_like_one_node_and_one_process(tmp_path, exact_references)

@@ -74,6 +74,7 @@ def launch_refusals(request, tmp_path_factory):
         from tests.helpers.command_env import cli_env
 
         env = cli_env()
+    env = {**env, "TMPDIR": str(tmp_path)}  # where torchrun makes its own temp folder
     procs = {
         name: subprocess.Popen(
             command,

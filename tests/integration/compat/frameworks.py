@@ -88,5 +88,10 @@ def recorder(pl: ModuleType, root: Path) -> Any:
     return Recorder()
 
 
+def logged_names(logger: Any) -> list[tuple[int, tuple[str, ...]]]:
+    """``(step, sorted names)`` of each ``log_metrics`` call a ``recorder`` logger kept."""
+    return [(step, tuple(sorted(values))) for step, values in logger.records]
+
+
 def seeded() -> None:
     torch.manual_seed(0)

@@ -14,6 +14,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import trainkit
+from tests.integration.compat.frameworks import logged_names, recorder
 
 lightning_installed = pytest.mark.skipif(
     importlib.util.find_spec("lightning") is None,
@@ -23,29 +24,6 @@ lightning_installed = pytest.mark.skipif(
 
 def run_two_optimizer_fit(pl: ModuleType, root: Path, **trainer_args: object) -> dict:
     """A two-optimizer manual fit over 4 batches of 4; what it counted, saved and logged."""
-
-    class Recorder(pl.loggers.Logger):
-        def __init__(self) -> None:
-            super().__init__()
-            self.records: list[tuple[int, tuple[str, ...]]] = []
-
-        @property
-        def name(self) -> str:
-            return "recorder"
-
-        @property
-        def version(self) -> int:
-            return 0
-
-        @property
-        def save_dir(self) -> str:  # trainkit writes hparams.yaml there (not into the cwd)
-            return str(root)
-
-        def log_hyperparams(self, params, *args, **kwargs) -> None:
-            pass
-
-        def log_metrics(self, metrics, step=None) -> None:
-            self.records.append((step, tuple(sorted(metrics))))
 
     class TwoOptimizers(pl.LightningModule):
         def __init__(self) -> None:
@@ -72,11 +50,11 @@ def run_two_optimizer_fit(pl: ModuleType, root: Path, **trainer_args: object) ->
 
     torch.manual_seed(0)
     loader = DataLoader(TensorDataset(torch.randn(16, 2)), batch_size=4)
-    model, recorder = TwoOptimizers(), Recorder()
+    model, logger = TwoOptimizers(), recorder(pl, root)
     checkpoint = pl.callbacks.ModelCheckpoint(dirpath=root / "checkpoints", save_last=False)
     trainer = pl.Trainer(
         default_root_dir=root,
-        logger=recorder,
+        logger=logger,
         callbacks=[checkpoint],
         log_every_n_steps=1,
         enable_progress_bar=False,
@@ -90,7 +68,7 @@ def run_two_optimizer_fit(pl: ModuleType, root: Path, **trainer_args: object) ->
         "global_step": trainer.global_step,
         "steps_seen": model.steps_seen,
         "checkpoints": sorted(path.name for path in (root / "checkpoints").iterdir()),
-        "logged": [(step, names) for step, names in recorder.records if "loss" in names],
+        "logged": [(step, names) for step, names in logged_names(logger) if "loss" in names],
     }
 
 

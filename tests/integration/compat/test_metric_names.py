@@ -14,6 +14,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import trainkit
+from tests.integration.compat.frameworks import logged_names, recorder
 
 lightning_installed = pytest.mark.skipif(
     importlib.util.find_spec("lightning") is None,
@@ -28,29 +29,6 @@ def names_after_fit_and_test(
 ) -> dict[str, object]:
     """Fit 2 epochs of 2 batches (validating each) then test, logging ``m`` in ``stage``'s
     step; the names each place holds after the fit and after the test."""
-
-    class Recorder(pl.loggers.Logger):
-        def __init__(self) -> None:
-            super().__init__()
-            self.records: list[tuple[int, tuple[str, ...]]] = []
-
-        @property
-        def name(self) -> str:
-            return "recorder"
-
-        @property
-        def version(self) -> int:
-            return 0
-
-        @property
-        def save_dir(self) -> str:  # trainkit writes hparams.yaml there (not into the cwd)
-            return str(root)
-
-        def log_hyperparams(self, params, *args, **kwargs) -> None:
-            pass
-
-        def log_metrics(self, metrics, step=None) -> None:
-            self.records.append((step, tuple(sorted(metrics))))
 
     class Logs(pl.LightningModule):
         def __init__(self) -> None:
@@ -78,10 +56,10 @@ def names_after_fit_and_test(
 
     torch.manual_seed(0)
     loader = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=4)
-    recorder = Recorder()
+    logger = recorder(pl, root)
     trainer = pl.Trainer(
         default_root_dir=root,
-        logger=recorder,
+        logger=logger,
         max_epochs=2,
         log_every_n_steps=1,
         num_sanity_val_steps=0,
@@ -108,7 +86,7 @@ def names_after_fit_and_test(
         "test": seen(),
         "logger": [
             (step, names)
-            for step, names in recorder.records
+            for step, names in logged_names(logger)
             if any(n.split("_")[0] == "m" for n in names)
         ],
     }

@@ -208,7 +208,7 @@ def test_torchrun_and_the_trainkit_launcher_give_the_same_weights(
         capture_output=True,
         text=True,
         timeout=280,
-        env=cli_env(),
+        env=cli_env(TMPDIR=str(tmp_path)),  # torchrun's own temp folder in the test's
     )
     assert torchrun.returncode == 0, torchrun.stderr
     for rank, (own, other) in enumerate(zip(probes(own_root), probes(tmp_path))):
