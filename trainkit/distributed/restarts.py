@@ -86,8 +86,9 @@ def restart_checkpoint(ckpt_path: str | None, root: str, is_global_zero: bool) -
 class Restarts:
     """The restart budget of one launch: whether a failed attempt is started again, and when."""
 
-    def __init__(self, max_restarts: int) -> None:
+    def __init__(self, max_restarts: int, first_backoff_s: float = BACKOFF_SECONDS) -> None:
         self.max_restarts = max_restarts
+        self.first_backoff_s = first_backoff_s  # doubles with each restart, at most MAX_BACKOFF
         self.count = 0
 
     def should_restart(self, code: int, stopped_by_signal: bool, cause: str) -> bool:
@@ -113,7 +114,7 @@ class Restarts:
         return self.wait(delay)
 
     def backoff(self) -> float:
-        return min(MAX_BACKOFF, BACKOFF_SECONDS * 2 ** (self.count - 1))
+        return min(MAX_BACKOFF, self.first_backoff_s * 2 ** (self.count - 1))
 
     @staticmethod
     def wait(seconds: float) -> bool:
