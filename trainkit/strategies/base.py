@@ -62,6 +62,7 @@ class Strategy:
     shards_state: bool = False  # each rank holds only a part of the weights or optimizer state
     supports_param_group_changes: bool = True  # callbacks may add optimizer param groups
     zero_grad_set_to_none: bool = True  # False: zero the grads in place (fairscale, deepspeed)
+    scales_fp16_loss: bool = False  # its engine scales the fp16 loss itself (no GradScaler)
     start_method: str = REEXEC_METHOD  # how its ranks start: re-run the command, or spawn/fork
 
     def __init__(self) -> None:

@@ -11,11 +11,12 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import torch
+from lightning_utilities.core.apply_func import apply_to_collection
 from torch import nn
 
 from trainkit.checkpoint.files import CheckpointError
@@ -131,6 +132,7 @@ class DeepSpeedStrategy(ParallelStrategy):
 
     name = "deepspeed"
     shards_state = True
+    scales_fp16_loss = True  # the engine's own dynamic loss scale (its fp16 section)
     supports_param_group_changes = False  # the engine owns the optimizer's groups
     zero_grad_set_to_none = False
 
@@ -151,6 +153,7 @@ class DeepSpeedStrategy(ParallelStrategy):
         super().__init__(process_group_backend=process_group_backend, timeout=timeout)
         self.config = load_config(config)
         self._engine: Any = None
+        self._input_dtype: torch.dtype | None = None  # the engine's weights: fp16/bf16 sections
         self._set_local_rank = False  # setup_environment set $LOCAL_RANK (a process of one)
 
     @classmethod
@@ -245,8 +248,14 @@ class DeepSpeedStrategy(ParallelStrategy):
         # the engine clips (the gradients are its partitions): the Trainer's norm, else none
         # (deepspeed's own default clips every step to a norm of 1.0)
         config.setdefault("gradient_clipping", self.placement.gradient_clip_val or 0.0)
+        # mixed precision is the engine's (it turns torch's autocast off in its forward): its
+        # fp16/bf16 section holds the weights in that type and scales the fp16 loss, as
+        # Lightning's DeepSpeedStrategy configures it
         if self.precision == "bf16-mixed":
             config.setdefault("bf16", {"enabled": True})
+        elif self.precision == "16-mixed":
+            config.setdefault("fp16", {"enabled": True})
+        self._input_dtype = engine_dtype(config)
         with self.building():
             engine, optimizer, _, _ = deepspeed.initialize(
                 model=wrapped, optimizer=optimizers[0], config=config, dist_init_required=False
@@ -255,7 +264,22 @@ class DeepSpeedStrategy(ParallelStrategy):
         return engine, [optimizer]
 
     def training_step_fn(self, wrapped: nn.Module, module: TrainModule) -> Any:
-        return wrapped
+        return self._with_inputs_cast(wrapped)
+
+    def step_fn(self, module: TrainModule, name: str) -> Callable[..., Any]:
+        return self._with_inputs_cast(getattr(module, name))
+
+    def _with_inputs_cast(self, step: Callable[..., Any]) -> Callable[..., Any]:
+        """``step`` with the floating-point tensors of its batch cast to the engine's fp16 or
+        bf16 (its weights' type), as Lightning's DeepSpeedPrecision.convert_input does."""
+
+        def cast_step(batch: object, *args: Any) -> Any:
+            dtype = self._input_dtype
+            if dtype is not None:
+                batch = apply_to_collection(batch, torch.Tensor, cast_floating, dtype)
+            return step(batch, *args)
+
+        return cast_step
 
     @contextlib.contextmanager
     def no_backward_sync(self, wrapped: nn.Module) -> Iterator[None]:
@@ -326,6 +350,23 @@ class DeepSpeedStrategy(ParallelStrategy):
             ]
         # the engine's ZeRO optimizer (setup_optimizers returned it)
         cast(ZeroOptimizer, optimizer).load_state_dict(states, load_from_fp32_weights=True)
+
+
+def engine_dtype(config: dict[str, Any]) -> torch.dtype | None:
+    """The type the engine keeps the weights in: fp16 or bf16 when that section is enabled."""
+    for key, dtype in (
+        ("fp16", torch.float16),
+        ("bf16", torch.bfloat16),
+        ("bfloat16", torch.bfloat16),
+    ):
+        if config.get(key, {}).get("enabled"):
+            return dtype
+    return None
+
+
+def cast_floating(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``tensor`` in ``dtype`` when it holds floating-point numbers, else as it is."""
+    return tensor.to(dtype) if torch.is_floating_point(tensor) else tensor
 
 
 def _cpu(value: object) -> Any:

@@ -36,9 +36,14 @@ class Precision:
     """Owns autocast and, for fp16, the GradScaler; the loops call it around forward/backward."""
 
     def __init__(
-        self, precision: str, device_type: str, scaler: torch.amp.GradScaler | None = None
+        self,
+        precision: str,
+        device_type: str,
+        scaler: torch.amp.GradScaler | None = None,
+        scales_loss: bool = True,
     ) -> None:
-        """``scaler``: the fp16 gradient scaler a strategy needs (default: torch's GradScaler)."""
+        """``scaler``: the fp16 gradient scaler a strategy needs (default: torch's GradScaler);
+        ``scales_loss=False``: none, the strategy's engine scales the fp16 loss (deepspeed)."""
         self.precision = normalize_precision(precision)
         self.device_type = device_type
         if self.precision == "16-mixed" and device_type != "cuda":
@@ -49,7 +54,7 @@ class Precision:
                 "16-mixed needs a GPU; use precision: bf16-mixed on CPU",
             )
         self.scaler = None
-        if self.precision == "16-mixed":
+        if self.precision == "16-mixed" and scales_loss:
             self.scaler = scaler if scaler is not None else torch.amp.GradScaler("cuda")
         self.autocast_dtype = {"16-mixed": torch.float16, "bf16-mixed": torch.bfloat16}.get(
             self.precision

@@ -258,7 +258,12 @@ class Trainer(
             self,
             fast_dev_limits(limits, self.fast_dev_run),
             chosen,
-            Precision(self.precision, chosen.root_device.type, chosen.grad_scaler()),
+            Precision(
+                self.precision,
+                chosen.root_device.type,
+                chosen.grad_scaler(),
+                scales_loss=not chosen.scales_fp16_loss,
+            ),
             build_profiler(profiler),
             build_callbacks(callbacks, features, max_time, dry_run),
             build_loggers(features.logger, self.default_root_dir),

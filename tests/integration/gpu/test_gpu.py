@@ -71,6 +71,7 @@ class Probe(Regression):
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         self.seen["device"] = batch[0].device
+        self.seen["input_dtype"] = batch[0].dtype
         self.seen["dtype"] = self(batch[0]).dtype
         if dist.is_initialized():
             self.seen["backend"] = dist.get_backend()
@@ -362,6 +363,22 @@ def test_deepspeed_stage_2_on_one_gpu(run_cli, tmp_path):
         timeout=600,
     )
     assert test.returncode == 0, test.stderr[-4000:]
+
+
+@pytest.mark.parametrize("precision", ["16-mixed", "bf16-mixed"])
+def test_deepspeed_mixed_precision_is_the_engines(tmp_path, precision):
+    """deepspeed turns torch's autocast off in its forward: its fp16/bf16 section holds the
+    weights in that type, the step gets its batch in that type (as Lightning's), fp16's loss
+    scale is the engine's (no GradScaler beside it), and the loss goes down."""
+    pytest.importorskip("deepspeed", reason="deepspeed is not installed (scripts/gpu_wheels.sh)")
+    model = Probe()
+    trainer = gpu_trainer(tmp_path, strategy="deepspeed_stage_2", precision=precision, max_epochs=5)
+    trainer.fit(model, regression_loader())
+    dtype = DTYPES[precision]
+    assert model.seen["input_dtype"] == dtype and model.seen["dtype"] == dtype
+    assert model.layer.weight.dtype == dtype
+    assert trainer.run_state.precision.scaler is None
+    assert trainer.callback_metrics["train_loss"].item() < 1.0
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)

@@ -216,3 +216,37 @@ def test_bf16_mixed_trains_with_each_memory_strategy(run_main, tmp_path, no_left
         if "train_loss=" in line
     ]
     assert losses[-1] < losses[0] / 2
+
+
+@needs_deepspeed
+def test_a_bf16_engine_gets_its_batch_in_bf16_as_lightnings_does(tmp_path):
+    """deepspeed turns torch's autocast off inside its forward on a GPU, where its bf16 section
+    holds the weights in bf16: the step's floating-point inputs are cast to that type (integer
+    ones, such as labels, stay), as Lightning's DeepSpeedPrecision.convert_input does."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from trainkit import Trainer
+    from trainkit.demos.boring_classes import BoringModel
+
+    seen: list[tuple[torch.dtype, ...]] = []
+
+    class Recorder(BoringModel):
+        def training_step(self, batch, batch_idx):
+            features, labels = batch
+            seen.append((features.dtype, labels.dtype, self.layer.weight.dtype))
+            return self.layer(features).float().sum()
+
+    data = TensorDataset(torch.randn(4, 32), torch.arange(4))
+    trainer = Trainer(
+        accelerator="cpu",
+        devices=1,
+        strategy="deepspeed_stage_2",
+        precision="bf16-mixed",
+        max_steps=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        default_root_dir=str(tmp_path),
+    )
+    trainer.fit(Recorder(), DataLoader(data, batch_size=2))
+    assert seen == [(torch.bfloat16, torch.int64, torch.bfloat16)] * 2

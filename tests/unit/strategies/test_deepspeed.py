@@ -1,14 +1,24 @@
-"""DeepSpeed strategy configuration: dict, JSON path, environment variable, presets, missing package."""
+"""DeepSpeed strategy configuration: dict, JSON path, environment variable, presets, missing
+package, what it refuses, and the type of its weights."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 
 import pytest
+import torch
 
+from trainkit.devices import DeviceSelection
+from trainkit.distributed.environments import LoneEnvironment
 from trainkit.errors import ConfigError
-from trainkit.strategies.deepspeed import PRESETS, load_config
+from trainkit.strategies import Placement, select_strategy
+from trainkit.strategies.deepspeed import PRESETS, engine_dtype, load_config
+
+NEEDS_DEEPSPEED = pytest.mark.skipif(
+    importlib.util.find_spec("deepspeed") is None, reason="pip install 'trainkit[deepspeed]'"
+)
 
 
 def test_config_from_dict_path_env_and_default(tmp_path, monkeypatch):
@@ -54,11 +64,11 @@ def test_missing_package_says_how_to_install_and_names_fsdp(monkeypatch):
         Trainer(accelerator="cpu", devices=2, strategy="deepspeed_stage_2")
 
 
+@NEEDS_DEEPSPEED  # found, not imported: importing it runs programs (uname, a compiler)
 def test_accumulation_is_trainkits_the_engine_told_where_the_window_ends():
     """The engine steps once per micro-batch (its loss unscaled); the micro-batches before an
     accumulation window's last run inside no_backward_sync, which tells the engine it is not at
     a boundary (the matrix in tests/integration/strategies/test_equivalence_matrix.py checks the weights)."""
-    pytest.importorskip("deepspeed")
     from trainkit import Trainer
 
     trainer = Trainer(
@@ -75,3 +85,30 @@ def test_accumulation_is_trainkits_the_engine_told_where_the_window_ends():
     with strategy.no_backward_sync(None):
         assert boundaries == [False]
     assert boundaries == [False, True]
+
+
+@pytest.mark.parametrize(
+    ("config", "dtype"),
+    [
+        ({"bf16": {"enabled": True}}, torch.bfloat16),
+        ({"bfloat16": {"enabled": True}}, torch.bfloat16),
+        ({"fp16": {"enabled": True, "loss_scale": 0}}, torch.float16),
+        ({"fp16": {"enabled": False}}, None),
+        ({"zero_optimization": {"stage": 2}}, None),
+    ],
+)
+def test_the_engines_weight_type_is_its_enabled_precision_section(config, dtype):
+    assert engine_dtype(config) == dtype
+
+
+@NEEDS_DEEPSPEED  # found, not imported: importing it runs programs (uname, a compiler)
+def test_deepspeed_refuses_clipping_by_value_in_one_line():
+    placement = Placement(
+        DeviceSelection("cpu", (0, 1)),
+        1,
+        LoneEnvironment(),
+        gradient_clip_val=0.5,
+        gradient_clip_algorithm="value",
+    )
+    with pytest.raises(ConfigError, match=r"gradient_clip_algorithm 'value'; expected 'norm'"):
+        select_strategy("deepspeed_stage_2", placement)
