@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from tests.helpers.command_env import REPO, cli_env
+from tests.helpers.in_process import command_state
 from tests.helpers.probes import tensor_bytes
 from trainkit.checkpoint.files import find_checkpoint, load_checkpoint
 
@@ -237,16 +238,17 @@ def test_a_bf16_engine_gets_its_batch_in_bf16_as_lightnings_does(tmp_path):
             return self.layer(features).float().sum()
 
     data = TensorDataset(torch.randn(4, 32), torch.arange(4))
-    trainer = Trainer(
-        accelerator="cpu",
-        devices=1,
-        strategy="deepspeed_stage_2",
-        precision="bf16-mixed",
-        max_steps=2,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        default_root_dir=str(tmp_path),
-    )
-    trainer.fit(Recorder(), DataLoader(data, batch_size=2))
+    with command_state(tmp_path):  # the engine's $LOCAL_RANK and process group stay with it
+        trainer = Trainer(
+            accelerator="cpu",
+            devices=1,
+            strategy="deepspeed_stage_2",
+            precision="bf16-mixed",
+            max_steps=2,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            default_root_dir=str(tmp_path),
+        )
+        trainer.fit(Recorder(), DataLoader(data, batch_size=2))
     assert seen == [(torch.bfloat16, torch.int64, torch.bfloat16)] * 2

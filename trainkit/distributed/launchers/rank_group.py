@@ -21,6 +21,7 @@ from trainkit.distributed.error_file import (
     is_communication_error,
     last_line_of,
 )
+from trainkit.distributed.launchers.blame import how_it_ended, root_cause
 from trainkit.distributed.launchers.job_nodes import JobNodes
 from trainkit.distributed.launchers.node_report import lost_contact, timed_out
 from trainkit.distributed.launchers.rank_command import (
@@ -211,7 +212,9 @@ class RankGroup:
             if failed and not self._forced:
                 time.sleep(POLL_SECONDS)  # let near-simultaneous failures land to find the first
                 failed = self._await_the_cause(failed)
-                first = self._first_failure(failed)
+                returncodes = [proc.returncode for proc in self.procs]
+                errors = {rank: self._error(rank) for rank in range(len(self.procs))}
+                first = root_cause(failed, returncodes, errors)
                 # a rank that raised may still be exiting; its own exit code is the one to report
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self.procs[first].wait(timeout=EXITING_SECONDS)
@@ -254,34 +257,6 @@ class RankGroup:
             time.sleep(POLL_SECONDS)
         return self._failed_ranks()
 
-    def _first_failure(self, failed: list[int]) -> int:
-        """The root cause, in this order: a rank that ended without an exception (killed,
-        ``os._exit``); the earliest exception of the program itself; an interpreter aborted by the
-        backend (SIGABRT: gloo found a mismatched collective); the earliest collective timeout (a
-        late rank; the peers it leaves behind when it exits see their connections close, often
-        before its own error is recorded); the earliest other communication error, which follows
-        from any of those. A rank that raised counts while it is still exiting: a peer may abort
-        before it is gone."""
-        errors = {rank: self._error(rank) for rank in range(len(self.procs))}
-        aborted = [
-            rank
-            for rank in failed
-            if errors[rank] is None and self.procs[rank].returncode == -signal.SIGABRT
-        ]
-        silent = [rank for rank in failed if errors[rank] is None and rank not in aborted]
-        reports = {rank: error for rank, error in errors.items() if error}
-        raised = sorted(reports, key=lambda r: reports[r]["time"])
-        own = [rank for rank in raised if not is_communication_error(reports[rank]["traceback"])]
-        timeouts = [
-            rank
-            for rank in raised
-            if is_collective_timeout(last_line_of(reports[rank]["traceback"]))
-        ]
-        for candidates in (silent, own, aborted, timeouts, raised, failed):
-            if candidates:
-                return candidates[0]
-        raise AssertionError("no failed rank")  # _watch passes at least one
-
     def _error(self, local_rank: int) -> dict[str, Any] | None:
         path = Path(self.error_dir) / f"rank{local_rank}.json"
         try:
@@ -323,15 +298,9 @@ class RankGroup:
 
     def _cause(self, local_rank: int) -> tuple[int, str, dict[str, Any] | None]:
         """The failed rank's exit code (1 when it raised), what happened to it, its error."""
-        code = self.procs[local_rank].returncode
         error = self._error(local_rank)
-        if error and (code is None or code <= 0):  # raised, then stopped or aborted on its way out
-            code = 1
-        if code is None:
-            code = 1
-        if code < 0:
-            return 128 - code, f"was killed by {signal.Signals(-code).name}", error
-        return code, f"failed with exit code {code}", error
+        code, what = how_it_ended(self.procs[local_rank].returncode, error)
+        return code, what, error
 
     def _tell_nodes(self, local_rank: int) -> list[str]:
         """Tell this node's launcher among the others what failed here. Where the cause is here
