@@ -233,6 +233,8 @@ def limited_batches(loader: object, limit: int | float, key: str) -> int | float
         raise ConfigError(
             f"trainer.{key}", limit, "an int >= 0 (batches) or a float in [0, 1] (fraction)"
         )
+    if limit == 0:  # 0 or 0.0: none, whatever the loader (or no loader) holds
+        return 0
     if isinstance(limit, int):
         return min(total, limit)
     if limit > 1.0:

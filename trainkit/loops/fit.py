@@ -158,12 +158,13 @@ class FitLoop:
             finally:
                 restore_rng_states(rng_states)
             state.trainer_state.stage = RunningStage.TRAINING
-        every = state.limits.check_val_every_n_epoch
-        first_validates = every is None or (state.position.epoch + 1) % every == 0
-        if validates and state.given.val_loaders and first_validates:
-            load_val_batches(state)
-        warn_short_logging_interval(state)
-        self.train()
+        if state.limits.limit_train_batches != 0:  # as Lightning: 0 skips the training loop
+            every = state.limits.check_val_every_n_epoch
+            first_validates = every is None or (state.position.epoch + 1) % every == 0
+            if validates and state.given.val_loaders and first_validates:
+                load_val_batches(state)
+            warn_short_logging_interval(state)
+            self.train()
         if state.stop.preempted is None:  # a preempted fit has not ended: it resumes later
             hooks.call("on_fit_end")
 

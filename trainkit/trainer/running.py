@@ -372,8 +372,8 @@ class StageRunner:
 
     def _loaders(self, kind: str, given: object) -> list[Any]:
         """The stage's loaders (given, else from the datamodule or module), ready for the strategy;
-        as Lightning, a hook is not asked for an evaluation's loaders that a limit of 0 skips."""
-        if given is None and kind != "train" and self._limit(kind) == 0:
+        as Lightning, a hook is not asked for the loaders that a limit of 0 skips."""
+        if given is None and self._limit(kind) == 0:
             return []
         if given is None:
             datamodule = self.state.given.datamodule

@@ -269,12 +269,13 @@ def setup_model_and_optimizers(state: RunState) -> None:
 
 
 def setup_fit(state: RunState, train: list[Any], val: list[Any]) -> None:
-    """Loaders, wrapped model, optimizers and the optimizer step of a fit."""
-    if not train:
+    """Loaders, wrapped model, optimizers and the optimizer step of a fit (with
+    ``limit_train_batches=0`` no training loader: the fit trains nothing, as Lightning's)."""
+    if not train and state.limits.limit_train_batches != 0:
         raise MisconfigurationError(
             "fit needs training data: pass train_dataloaders, a datamodule, or define train_dataloader"
         )
     val = val if state.limits.limit_val_batches != 0 else []
-    state.given = replace(state.given, train_loader=train[0], val_loaders=val)
+    state.given = replace(state.given, train_loader=train[0] if train else None, val_loaders=val)
     setup_model_and_optimizers(state)
     state.stepper = TrainingStep(state)
