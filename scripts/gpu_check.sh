@@ -29,7 +29,6 @@ CHECK_WORKERS=${CHECK_WORKERS:-4}
 SITE=${GPU_SITE:-/tmp/trainkit_gpu_site}
 STARTED=$(date +%s)
 export PYTHONUNBUFFERED=1
-export TESTS_WARM_PYTHON=0 # each test command a new interpreter (no fork of a warm one)
 
 if [ -n "${PYTHON:-}" ]; then
     PY=$PYTHON
