@@ -202,8 +202,9 @@ class Trainer(
             dry_run: Run a few training and validation batches on every rank, report memory,
                 parameters, step time and the run's estimated time; write nothing.
             nonfinite_loss: A NaN/inf loss: 'stop' the fit before its backward (checkpoints stay
-                finite), 'warn' once and train on, or 'ignore' (no check: no sync per step;
-                detect_anomaly implies it, for torch to name the operation).
+                finite), 'warn' once and train on, or 'ignore' (no check: no host read of the
+                loss per step, 6-9% more samples/s for a GPU-bound CNN; detect_anomaly implies
+                it, for torch to name the operation).
         """
         install_error_file_hook()
         self.precision = normalize_precision(precision)
